@@ -1,0 +1,548 @@
+"""The engine: events in, a ranked diagnosis out. No I/O, no clock, no printing.
+
+``Engine.feed`` takes events one at a time (memory stays bounded: per signature it keeps a
+few hits, not the log); ``Engine.finish`` ranks the findings. The end of observation for
+absence signatures is the input's last timestamp unless the caller passes its own clock
+reading (a live follower passes "now").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from diagnose import expr
+from diagnose.dropin import render_dropin
+from diagnose.models import (
+    Confidence,
+    Diagnosis,
+    Evidence,
+    Finding,
+    Hypothesis,
+    InputSummary,
+    Patch,
+    Role,
+    Severity,
+)
+from diagnose.phases import PHASE_ORDER, phase_of
+from diagnose.records import Event, Record
+from diagnose.signature import (
+    AbsenceMatch,
+    CountMatch,
+    LineMatch,
+    Pattern,
+    SequenceMatch,
+    Signature,
+)
+
+REGEX_TIMEOUT_S = 1.0
+MAX_HITS = 64
+"""Hits kept per signature: the first ones, and a running count of the rest."""
+MAX_EVIDENCE = 6
+
+_ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
+_UNIT_IN_TEXT = re.compile(r"^(?P<unit>[\w@.:\\-]+\.service): ")
+
+
+@dataclass(slots=True)
+class Hit:
+    event: Event
+    record: Record
+    captures: dict[str, str]
+    seq: int
+    ts: datetime | None
+    attempt: int
+    phase: str | None
+
+
+@dataclass
+class _AbsenceWindow:
+    start: datetime | None
+    hits: list[Hit]
+
+
+@dataclass
+class _State:
+    signature: Signature
+    hits: list[Hit] = field(default_factory=list)
+    extra_hits: int = 0
+    steps: list[list[Hit]] = field(default_factory=list)
+    window: _AbsenceWindow | None = None
+    fired: list[list[Hit]] = field(default_factory=list)
+    quiet_s: float = 0.0
+    context: dict[str, str] = field(default_factory=dict)
+    support: list[Hit] = field(default_factory=list)
+
+
+@dataclass
+class _Source:
+    records: int = 0
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+
+
+class Engine:
+    """Feed events, then finish. One engine per diagnosis."""
+
+    def __init__(self, signatures: Iterable[Signature], hang_after: float | None = None) -> None:
+        self._states = [_State(signature) for signature in signatures]
+        self.hang_after = hang_after
+        self.skipped: dict[str, str] = {}
+        self._patterns: list[tuple[_State, str, int, Pattern]] = []
+        for state in self._states:
+            self._index(state)
+        needles = {n for _, _, _, p in self._patterns for n in p.needles}
+        self._always = [entry for entry in self._patterns if not entry[3].needles]
+        self._prefilter = (
+            re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
+            if needles
+            else None
+        )
+        self._sources: dict[str, _Source] = {}
+        self._last_ts: datetime | None = None
+        self._attempt = 0
+        self._attempt_has_app_lines = False
+        self._attempt_launched = False
+        self._phase: str | None = None
+        self._phase_reached: str | None = None
+        self.unit_counts: dict[str, int] = {}
+        self.engines: dict[str, int] = {}
+        self.values: dict[str, dict[str, Any]] = {}
+        """After ``finish``: what each firing signature captured and derived."""
+
+    def _index(self, state: _State) -> None:
+        signature = state.signature
+        match = signature.match
+        if isinstance(match, SequenceMatch):
+            state.steps = [[] for _ in match.steps]
+            for i, step in enumerate(match.steps):
+                self._patterns.append((state, "step", i, step))
+        elif isinstance(match, AbsenceMatch):
+            self._patterns.append((state, "after", 0, match.after))
+            for i, expect in enumerate(match.expect):
+                self._patterns.append((state, "expect", i, expect))
+        else:
+            self._patterns.append((state, "match", 0, match))
+        for i, pattern in enumerate(signature.context):
+            self._patterns.append((state, "context", i, pattern))
+        for i, pattern in enumerate(signature.supporting):
+            self._patterns.append((state, "support", i, pattern))
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        for record in event.records:
+            self._observe(record)
+        text = event.text
+        if self._prefilter is not None and self._prefilter.search(text):
+            candidates = [e for e in self._patterns if e[3].needles and any(n in text for n in e[3].needles)]
+            candidates += self._always
+        else:
+            candidates = self._always
+        for state, role, index, pattern in candidates:
+            if state.signature.id in self.skipped:
+                continue
+            hit = self._match(state, pattern, event)
+            if hit is not None:
+                self._record_hit(state, role, index, hit)
+
+    def _observe(self, record: Record) -> None:
+        source = self._sources.setdefault(record.source, _Source())
+        source.records += 1
+        if record.ts is not None:
+            source.first_ts = source.first_ts or record.ts
+            if source.last_ts is None or record.ts > source.last_ts:
+                source.last_ts = record.ts
+            if self._last_ts is None or record.ts > self._last_ts:
+                self._last_ts = record.ts
+        if record.engine:
+            self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
+        if record.origin == "systemd":
+            self._observe_systemd(record)
+            return
+        if record.origin != "app":
+            return
+        if record.unit:
+            self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
+        phase = phase_of(record.text, record.engine)
+        if phase == "launch" and self._attempt_launched:
+            self._new_attempt(record.ts)
+        if phase == "launch":
+            self._attempt_launched = True
+        self._attempt_has_app_lines = True
+        if phase is not None and (
+            self._phase is None or PHASE_ORDER[phase] >= PHASE_ORDER[self._phase]
+        ):
+            self._phase = phase
+            if self._phase_reached is None or PHASE_ORDER[phase] >= PHASE_ORDER[self._phase_reached]:
+                self._phase_reached = phase
+
+    def _observe_systemd(self, record: Record) -> None:
+        unit = _UNIT_IN_TEXT.match(record.text) or _ATTEMPT_START.match(record.text)
+        if unit:
+            name = unit.group("unit")
+            self.unit_counts[name] = self.unit_counts.get(name, 0) + 1
+        if _ATTEMPT_START.match(record.text) and self._attempt_has_app_lines:
+            self._new_attempt(record.ts)
+
+    def _new_attempt(self, ts: datetime | None) -> None:
+        for state in self._states:
+            if state.window is not None:
+                self._close_window(state, ts)
+        self._attempt += 1
+        self._attempt_has_app_lines = False
+        self._attempt_launched = False
+        self._phase = None
+
+    def _match(self, state: _State, pattern: Pattern, event: Event) -> Hit | None:
+        try:
+            found = pattern.compiled.search(event.text, timeout=REGEX_TIMEOUT_S)
+        except TimeoutError:
+            self.skipped[state.signature.id] = (
+                f"regex took over {REGEX_TIMEOUT_S:g}s on one line; signature skipped for this run"
+            )
+            return None
+        if found is None:
+            return None
+        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+        if pattern.conditions:
+            values = {**state.context, **captures}
+            if not expr.all_hold(pattern.conditions, values):
+                return None
+        record = event.record_at(found.start())
+        return Hit(event, record, captures, event.seq, record.ts or event.ts or self._last_ts,
+                   self._attempt, self._phase)
+
+    def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
+        if role == "context":
+            state.context.update(hit.captures)
+        elif role == "support":
+            if len(state.support) < MAX_EVIDENCE:
+                state.support.append(hit)
+        elif role == "match":
+            self._keep(state.hits, hit, state)
+        elif role == "step":
+            if len(state.steps[index]) < MAX_HITS:
+                state.steps[index].append(hit)
+        elif role == "after":
+            if state.window is None:
+                state.window = _AbsenceWindow(hit.ts, [hit])
+            elif len(state.window.hits) < MAX_HITS:
+                state.window.hits.append(hit)
+        elif role == "expect":
+            state.window = None
+
+    @staticmethod
+    def _keep(hits: list[Hit], hit: Hit, state: _State) -> None:
+        if len(hits) < MAX_HITS:
+            hits.append(hit)
+        else:
+            hits[-1] = hit  # keep the newest as the last one
+            state.extra_hits += 1
+
+    def _within(self, state: _State) -> float:
+        match = state.signature.match
+        assert isinstance(match, (AbsenceMatch, CountMatch, SequenceMatch))
+        if isinstance(match, AbsenceMatch) and self.hang_after is not None:
+            return self.hang_after
+        return match.within
+
+    def _close_window(self, state: _State, end: datetime | None) -> None:
+        window = state.window
+        state.window = None
+        if window is None or window.start is None or end is None:
+            return
+        quiet = (end - window.start).total_seconds()
+        if quiet >= self._within(state):
+            state.fired.append(window.hits)
+            state.quiet_s = max(state.quiet_s, quiet)
+
+    # -- finishing -------------------------------------------------------------------------
+
+    def pending_stalls(self, now: datetime) -> list[str]:
+        """Ids of absence signatures whose quiet span has already passed at ``now``."""
+        return [
+            s.signature.id
+            for s in self._states
+            if s.window is not None
+            and s.window.start is not None
+            and (now - s.window.start).total_seconds() >= self._within(s)
+        ]
+
+    def finish(
+        self,
+        observed_until: datetime | None = None,
+        input_kinds: Mapping[str, str] | None = None,
+    ) -> Diagnosis:
+        end = observed_until or self._last_ts
+        for state in self._states:
+            if state.window is not None:
+                self._close_window(state, end)
+        unit = max(self.unit_counts, key=self.unit_counts.__getitem__) if self.unit_counts else None
+        engine = max(self.engines, key=self.engines.__getitem__) if self.engines else None
+        drafts = []
+        for state in self._states:
+            for hits in self._occurrences(state):
+                drafts.append(self._draft(state, hits, unit, engine))
+                self.values.setdefault(state.signature.id, drafts[-1].values)
+        findings = _rank(drafts)
+        primary = next((f.id for f in findings if f.role is Role.ROOT_CAUSE
+                        and f.severity.rank >= Severity.ERROR.rank), None)
+        kinds = input_kinds or {}
+        inputs = [
+            InputSummary(kind=kinds.get(name, "file"), name=name, records=s.records,  # type: ignore[arg-type]
+                         first_ts=s.first_ts, last_ts=s.last_ts)
+            for name, s in self._sources.items()
+        ]
+        return Diagnosis(
+            inputs=inputs,
+            primary=primary,
+            findings=findings,
+            unit=unit,
+            engine=engine,
+            phase_reached=self._phase_reached,
+            attempts=self._attempt + 1 if self._sources else 0,
+        )
+
+    def _occurrences(self, state: _State) -> list[list[Hit]]:
+        match = state.signature.match
+        if isinstance(match, LineMatch):
+            return [state.hits] if state.hits else []
+        if isinstance(match, AbsenceMatch):
+            merged = [hit for hits in state.fired for hit in hits]
+            return [merged] if merged else []
+        if isinstance(match, CountMatch):
+            best = _densest(state.hits, match.within)
+            return [best] if len(best) >= match.min_count else []
+        assert isinstance(match, SequenceMatch)
+        chain = _sequence(state.steps, match.within)
+        return [chain] if chain else []
+
+    def _draft(self, state: _State, hits: list[Hit], unit: str | None, engine: str | None) -> _Draft:
+        signature = state.signature
+        first = min(hits, key=lambda h: h.seq)
+        count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
+        attempts = len({h.attempt for h in hits})
+        values: dict[str, Any] = {**state.context}
+        for hit in sorted(hits, key=lambda h: h.seq, reverse=True):
+            values.update(hit.captures)  # the first failure's values win
+        values.update(
+            engine=engine, unit=unit, phase=first.phase, count=count, attempts=attempts,
+            ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
+        )
+        if isinstance(signature.match, AbsenceMatch):
+            values["quiet_minutes"] = round(state.quiet_s / 60, 1)
+            values["threshold_minutes"] = round(self._within(state) / 60, 1)
+        for name, arithmetic in signature.derived.items():
+            number = arithmetic.value(values)
+            if number is not None:
+                values[name] = round(number, 4)
+        confidence = signature.confidence
+        if state.support and confidence is not Confidence.HIGH:
+            confidence = Confidence.HIGH if confidence is Confidence.MEDIUM else Confidence.MEDIUM
+        return _Draft(
+            signature=signature,
+            seq=first.seq,
+            values=values,
+            evidence=_evidence(hits, state.support, unit),
+            count=count,
+            attempts=attempts,
+            phase=first.phase,
+            confidence=confidence,
+            unit=unit,
+        )
+
+
+@dataclass
+class _Draft:
+    signature: Signature
+    seq: int
+    values: dict[str, Any]
+    evidence: list[Evidence]
+    count: int
+    attempts: int
+    phase: str | None
+    confidence: Confidence
+    unit: str | None
+
+
+def _densest(hits: list[Hit], within: float) -> list[Hit]:
+    """The largest run of hits that fits in one window of ``within`` seconds."""
+    timed = sorted((h for h in hits if h.ts is not None), key=lambda h: h.ts)  # type: ignore[arg-type,return-value]
+    if len(timed) < len(hits):
+        return list(hits)
+    best: list[Hit] = []
+    start = 0
+    for end, hit in enumerate(timed):
+        while hit.ts - timed[start].ts > timedelta(seconds=within):  # type: ignore[operator]
+            start += 1
+        if end - start + 1 > len(best):
+            best = timed[start : end + 1]
+    return best
+
+
+def _sequence(steps: list[list[Hit]], within: float) -> list[Hit]:
+    """The first chain of hits, one per step, in order, inside one window."""
+    for head in steps[0]:
+        chain = [head]
+        for later in steps[1:]:
+            nxt = next((h for h in later if h.seq > chain[-1].seq and _close(head, h, within)), None)
+            if nxt is None:
+                break
+            chain.append(nxt)
+        if len(chain) == len(steps):
+            return chain
+    return []
+
+
+def _close(head: Hit, hit: Hit, within: float) -> bool:
+    if head.ts is None or hit.ts is None:
+        return True
+    return (hit.ts - head.ts).total_seconds() <= within
+
+
+def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evidence]:
+    ordered = sorted(hits, key=lambda h: h.seq)
+    chosen = ordered[: MAX_EVIDENCE - 1] + ([ordered[-1]] if len(ordered) >= MAX_EVIDENCE else [])
+    first = ordered[0]
+    header = first.event.first
+    records: list[Record] = []
+    if header is not first.record and len(first.event.records) > 1:
+        records.append(header)
+    records += [h.record for h in chosen]
+    records += [h.record for h in support]
+    seen: set[tuple[str, int | None, str | None, str]] = set()
+    evidence = []
+    for record in records:
+        key = (record.source, record.line, record.cursor, record.raw)
+        if key in seen:
+            continue
+        seen.add(key)
+        evidence.append(
+            Evidence(
+                source=record.source,
+                line=record.line if record.cursor is None else None,
+                cursor=record.cursor,
+                timestamp=record.ts,
+                host=record.host,
+                unit=record.unit or (unit if record.origin == "app" and record.host else None),
+                rank=record.rank,
+                text=record.raw,
+            )
+        )
+    return evidence
+
+
+def _texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]) -> list[str]:
+    out = []
+    for item in items:
+        if all(signature.condition(c).holds(values) for c in item.when):
+            filled = expr.fill(item.text, values)
+            if filled is not None:
+                out.append(filled)
+    return out
+
+
+def _patch(signature: Signature, values: Mapping[str, Any], unit: str | None) -> Patch | None:
+    for spec in signature.patches:
+        if not all(signature.condition(c).holds(values) for c in spec.when):
+            continue
+        env = {k: expr.fill(v, values) for k, v in spec.env_set.items()}
+        args = [expr.fill(a, values) for a in spec.args_add]
+        unit_set = {k: expr.fill(v, values) for k, v in spec.unit_set.items()}
+        if None in env.values() or None in args or None in unit_set.values():
+            continue
+        patch = Patch(
+            env_set=env,  # type: ignore[arg-type]
+            env_unset=list(spec.env_unset),
+            args_add=args,  # type: ignore[arg-type]
+            args_remove=list(spec.args_remove),
+            unit_set=unit_set,  # type: ignore[arg-type]
+        )
+        return patch.model_copy(update={"dropin": render_dropin(patch, unit)})
+    return None
+
+
+def _rank(drafts: list[_Draft]) -> list[Finding]:
+    """One primary root cause: the first specific failure; the rest follow from it."""
+    present = {d.signature.id for d in drafts}
+    superseded = {s for d in drafts for s in d.signature.supersedes if s in present}
+
+    def failure(d: _Draft) -> bool:
+        return (
+            d.signature.role is Role.ROOT_CAUSE
+            and d.signature.severity.rank >= Severity.ERROR.rank
+            and d.signature.id not in superseded
+        )
+
+    def order(d: _Draft) -> tuple[bool, int, int]:
+        return (d.signature.generic, d.seq, -d.signature.severity.rank)
+
+    causes = sorted((d for d in drafts if failure(d)), key=order)
+    if not causes:  # nothing explains the symptoms: the first symptom is the story
+        causes = sorted(
+            (d for d in drafts if d.signature.role is Role.SYMPTOM
+             and d.signature.severity.rank >= Severity.ERROR.rank),
+            key=order,
+        )[:1]
+    primary = causes[0] if causes else None
+    rest = sorted((d for d in drafts if d is not primary), key=lambda d: (
+        d.signature.role is Role.ADVISORY, d.signature.severity.rank < Severity.ERROR.rank, d.seq))
+    ordered = ([primary] if primary else []) + rest
+    ids = {id(d): f"f{i}" for i, d in enumerate(ordered, 1)}
+    findings = []
+    for draft in ordered:
+        signature = draft.signature
+        if draft is primary:
+            role, caused_by = Role.ROOT_CAUSE, None
+        elif signature.role is Role.ADVISORY or signature.severity.rank < Severity.ERROR.rank:
+            role, caused_by = Role.ADVISORY, None
+        else:
+            role, caused_by = Role.SYMPTOM, (ids[id(primary)] if primary else None)
+        values = draft.values
+        findings.append(
+            Finding(
+                id=ids[id(draft)],
+                signature=signature.id,
+                category=signature.category,
+                severity=signature.severity,
+                role=role,
+                caused_by=caused_by,
+                title=signature.title,
+                explanation=" ".join(_texts(signature, signature.explanation, values)),
+                confidence=draft.confidence,
+                evidence=draft.evidence,
+                patch=_patch(signature, values, draft.unit),
+                patch_note=signature.patch_note,
+                next_checks=_texts(signature, signature.next_checks, values),
+                hypotheses=[
+                    Hypothesis(cause=c, check=k)
+                    for h in signature.hypotheses
+                    if all(signature.condition(w).holds(values) for w in h.when)
+                    and (c := expr.fill(h.cause, values)) is not None
+                    and (k := expr.fill(h.check, values)) is not None
+                ],
+                alternatives=_texts(signature, signature.alternatives, values),
+                references=list(signature.references),
+                count=draft.count,
+                attempts=draft.attempts,
+                phase=draft.phase,
+            )
+        )
+    return findings
+
+
+def diagnose(
+    events: Iterable[Event],
+    signatures: Iterable[Signature],
+    observed_until: datetime | None = None,
+    hang_after: float | None = None,
+) -> Diagnosis:
+    """Run ``signatures`` over ``events`` and rank what they find."""
+    engine = Engine(signatures, hang_after=hang_after)
+    for event in events:
+        engine.feed(event)
+    return engine.finish(observed_until=observed_until)

@@ -1,0 +1,191 @@
+"""Small, safe expressions over captured values: conditions, derived numbers, templates.
+
+Conditions are ``name``, ``not name`` or ``left OP right`` with OP one of
+``< <= > >= == !=``; operands are names, numbers or quoted strings. Derived values are
+arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``)
+over names and numbers. Nothing is ever passed to ``eval``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import string
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Values = Mapping[str, Any]
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+
+_BINARY: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "min": min,
+    "max": max,
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
+
+
+class ExpressionError(ValueError):
+    """An expression that does not parse; raised at signature load time."""
+
+
+def as_number(value: Any) -> float | None:
+    """The numeric value of a capture, or None when it is not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _operand(token: str) -> Callable[[Values], Any]:
+    token = token.strip()
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
+        literal = token[1:-1]
+        return lambda values: literal
+    number = as_number(token)
+    if number is not None:
+        return lambda values: number
+    if not token.isidentifier():
+        raise ExpressionError(f"not a name, number or quoted string: {token!r}")
+    return lambda values: values.get(token)
+
+
+class Condition:
+    """A parsed condition; ``holds(values)`` is False when a name it needs is missing."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        text = source.strip()
+        for symbol, compare in _COMPARE.items():
+            left, found, right = text.partition(symbol)
+            if found:
+                self._test = self._comparison(_operand(left), compare, _operand(right))
+                return
+        negate = text.startswith("not ")
+        name = text[4:].strip() if negate else text
+        if not name.isidentifier():
+            raise ExpressionError(f"condition {source!r}: expected 'name', 'not name' or 'a OP b'")
+        self._test = (lambda v: not v.get(name)) if negate else (lambda v: bool(v.get(name)))
+
+    @staticmethod
+    def _comparison(
+        left: Callable[[Values], Any],
+        compare: Callable[[Any, Any], bool],
+        right: Callable[[Values], Any],
+    ) -> Callable[[Values], bool]:
+        def test(values: Values) -> bool:
+            a, b = left(values), right(values)
+            if a is None or b is None:
+                return False
+            na, nb = as_number(a), as_number(b)
+            if na is not None and nb is not None:
+                return compare(na, nb)
+            return compare(str(a), str(b))
+
+        return test
+
+    def holds(self, values: Values) -> bool:
+        return self._test(values)
+
+
+def all_hold(conditions: list[Condition], values: Values) -> bool:
+    return all(condition.holds(values) for condition in conditions)
+
+
+class Arithmetic:
+    """A parsed arithmetic expression; ``value(values)`` is None when a name is missing."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        try:
+            tree = ast.parse(source, mode="eval")
+        except SyntaxError as error:
+            raise ExpressionError(f"expression {source!r} does not parse: {error.msg}") from None
+        self._check(tree.body)
+        self._tree = tree.body
+
+    def _check(self, node: ast.AST) -> None:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            self._check(node.left)
+            self._check(node.right)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            self._check(node.operand)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id not in _FUNCTIONS or node.keywords:
+                raise ExpressionError(f"expression {self.source!r}: unknown function {node.func.id}")
+            for argument in node.args:
+                self._check(argument)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            pass
+        elif not isinstance(node, ast.Name):
+            raise ExpressionError(f"expression {self.source!r}: only arithmetic is allowed")
+
+    def value(self, values: Values) -> float | None:
+        try:
+            return self._evaluate(self._tree, values)
+        except (LookupError, ZeroDivisionError, TypeError, ValueError, OverflowError):
+            return None
+
+    def _evaluate(self, node: ast.AST, values: Values) -> Any:
+        if isinstance(node, ast.BinOp):
+            return _BINARY[type(node.op)](
+                self._evaluate(node.left, values), self._evaluate(node.right, values)
+            )
+        if isinstance(node, ast.UnaryOp):
+            return -self._evaluate(node.operand, values)
+        if isinstance(node, ast.Call):
+            assert isinstance(node.func, ast.Name)
+            return _FUNCTIONS[node.func.id](*(self._evaluate(a, values) for a in node.args))
+        if isinstance(node, ast.Constant):
+            return node.value
+        assert isinstance(node, ast.Name)
+        number = as_number(values[node.id])
+        if number is None:
+            raise ValueError(node.id)
+        return number
+
+
+def template_fields(template: str) -> set[str]:
+    """Names a ``{name}`` template refers to."""
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    except ValueError as error:
+        raise ExpressionError(f"template {template!r}: {error}") from None
+
+
+def format_number(value: Any) -> str:
+    """Numbers without a useless ``.0``; everything else as text."""
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() else f"{value:g}"
+    return str(value)
+
+
+def fill(template: str, values: Values) -> str | None:
+    """Fill ``{name}`` fields; None when a field has no value."""
+    names = template_fields(template)
+    if any(values.get(name) in (None, "") for name in names):
+        return None
+    return template.format_map({name: format_number(values[name]) for name in names})

@@ -1,0 +1,92 @@
+"""Finding and loading signature files: the built-in library and users' own directories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from diagnose.errors import UserError
+from diagnose.signature import Signature
+
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def builtin_dir() -> Path:
+    """The signatures shipped with the package (a wheel), or the repository's (a checkout)."""
+    packaged = Path(__file__).parent / "_signatures"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "signatures"
+
+
+def user_dirs() -> list[Path]:
+    """Site and user signature directories, lowest precedence first."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    candidates = [Path("/etc/diagnose/signatures.d"), config_home / "diagnose" / "signatures"]
+    return [path for path in candidates if path.is_dir()]
+
+
+def _location(error: dict) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "(top level)"
+
+
+def load_file(path: Path) -> Signature:
+    """Load one signature file; the id is the file stem."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+    except OSError as error:
+        raise UserError(f"{path}: cannot read signature file: {error.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"{path}: not valid YAML: {detail}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}")
+    declared = data.setdefault("id", path.stem)
+    if declared != path.stem:
+        raise UserError(
+            f"{path}: id {declared!r} differs from the file name",
+            help=f"rename the file to {declared}.yaml or set id: {path.stem}",
+        )
+    try:
+        return Signature.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        message = first["msg"].removeprefix("Value error, ")
+        raise UserError(f"{path}: {_location(first)}: {message}{more}") from None
+
+
+def signature_files(directory: Path) -> list[Path]:
+    return sorted(
+        path
+        for path in directory.rglob("*.y*ml")
+        if path.suffix in {".yaml", ".yml"} and not path.name.startswith(("_", "."))
+    )
+
+
+def load_directory(directory: Path) -> list[Signature]:
+    if not directory.is_dir():
+        raise UserError(f"{directory}: not a directory of signatures")
+    loaded: dict[str, Path] = {}
+    signatures = []
+    for path in signature_files(directory):
+        signature = load_file(path)
+        if signature.id in loaded:
+            raise UserError(
+                f"{path}: duplicate signature id {signature.id!r}, also in {loaded[signature.id]}"
+            )
+        loaded[signature.id] = path
+        signatures.append(signature)
+    return signatures
+
+
+def load_library(extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True) -> list[Signature]:
+    """Built-in signatures, then site, user and ``--signatures`` ones; later ids override."""
+    by_id: dict[str, Signature] = {}
+    directories = [builtin_dir(), *(user_dirs() if include_user_dirs else []), *extra_dirs]
+    for directory in directories:
+        for signature in load_directory(Path(directory)):
+            by_id[signature.id] = signature
+    return list(by_id.values())

@@ -1,0 +1,230 @@
+"""Recognise, per line, the formats these servers and journald write.
+
+Outer layer: journalctl text exports (``short``, ``short-precise``, ``short-iso``) and
+``journalctl -o json``. Inner layer: SGLang's ``[time RANKS]`` prefix, vLLM's
+``(Proc pid=N) LEVEL MM-DD time [file:line]`` prefix and its older forms, or bare text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+
+from diagnose.records import Record
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_JOURNAL_SHORT = re.compile(
+    r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d{1,6})?) "
+    r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$"
+)
+_JOURNAL_ISO = re.compile(
+    r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?:Z|[+-]\d\d:?\d\d)?) "
+    r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$"
+)
+_JOURNAL_MARKER = re.compile(r"^-- (?:Boot [0-9a-f]+|No entries|Logs begin at|Journal begins at|Reboot)")
+
+_SGLANG = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{3})?"
+    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?(?P<msg>.*)$"
+)
+_VLLM = re.compile(
+    r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )*)"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+)
+_VLLM_PROC_ONLY = re.compile(r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$")
+_UNIT_PREFIX = re.compile(r"^(?P<unit>[\w@.:\\-]+\.(?:service|scope|socket|target|timer)): ")
+_UNIT_JOB = re.compile(
+    r"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>[\w@.:\\-]+\.service)\b"
+)
+_FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
+
+
+def clean(text: str) -> str:
+    """Terminal control sequences removed, carriage-return overprints resolved."""
+    if "\x1b" in text or "\x9b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        parts = [part for part in text.split("\r") if part]
+        text = parts[-1] if parts else ""
+    if _CONTROL.search(text):
+        text = _CONTROL.sub("", text)
+    return text
+
+
+def year_hint(text: str) -> int | None:
+    """The year of a full date in a line, for lines that carry none of their own."""
+    match = _FULL_DATE.search(text)
+    return int(match.group(1)) if match else None
+
+
+class LineParser:
+    """Turns the lines of one input into records. Keeps the year for year-less stamps."""
+
+    def __init__(self, source: str, default_year: int) -> None:
+        self.source = source
+        self.year = default_year
+        self._last_month = 0
+
+    def parse(self, line_no: int | None, raw_line: str) -> Record | None:
+        """A record, or None for journalctl's own marker lines."""
+        raw = clean(raw_line)
+        if raw.startswith("{") and '"MESSAGE"' in raw:
+            record = self._parse_json(line_no, raw)
+            if record is not None:
+                return record
+        if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
+            return None
+        record = Record(source=self.source, line=line_no, text=raw, raw=raw, stream=self.source)
+        outer = _JOURNAL_SHORT.match(raw) or _JOURNAL_ISO.match(raw)
+        if outer:
+            self._apply_journal_prefix(record, outer)
+        self._apply_app_prefix(record)
+        return record
+
+    def _apply_journal_prefix(self, record: Record, outer: re.Match[str]) -> None:
+        groups = outer.groupdict()
+        record.text = groups["msg"]
+        record.host = groups["host"]
+        if groups.get("iso"):
+            record.ts = _parse_iso(groups["iso"])
+        else:
+            inner_year = year_hint(record.text)
+            if inner_year:
+                self.year = inner_year
+            record.ts = self._month_day(_MONTHS.get(groups["mon"], 1), int(groups["day"]), groups["time"])
+        self._set_origin(record, groups["ident"], groups["pid"])
+
+    def _set_origin(self, record: Record, ident: str | None, pid: str | None) -> None:
+        record.stream = f"{record.source}:{record.host}:{ident}:{pid}"
+        if ident == "kernel":
+            record.origin = "kernel"
+        elif ident == "systemd" and pid in (None, "1"):
+            record.origin = "systemd"
+            unit = _UNIT_PREFIX.match(record.text) or _UNIT_JOB.match(record.text)
+            if unit:
+                record.unit = unit.group("unit")
+        elif ident == "systemd-journald":
+            record.origin = "journald"
+
+    def _apply_app_prefix(self, record: Record) -> None:
+        if record.origin != "app":
+            return
+        text = record.text
+        sglang = _SGLANG.match(text)
+        if sglang:
+            record.engine = "sglang"
+            record.prefixed = True
+            record.rank = sglang.group("ranks").strip() or None
+            record.text = sglang.group("msg")
+            self.year = int(sglang.group("ts")[:4])
+            if record.ts is None:
+                record.ts = datetime.strptime(sglang.group("ts"), "%Y-%m-%d %H:%M:%S").replace(
+                    tzinfo=timezone.utc
+                )
+            record.stream += "|" + (record.rank or "main")
+            return
+        vllm = _VLLM.match(text)
+        if vllm:
+            record.engine = "vllm"
+            record.prefixed = True
+            record.text = vllm.group("msg")
+            record.rank = vllm.group("proc")
+            if record.ts is None:
+                month, day = (int(part) for part in vllm.group("md").split("-"))
+                record.ts = self._month_day(month, day, vllm.group("time"))
+            record.stream += "|" + (vllm.group("procs").strip() or "vllm")
+            return
+        proc_only = _VLLM_PROC_ONLY.match(text)
+        if proc_only:
+            record.engine = "vllm"
+            record.prefixed = True
+            record.text = proc_only.group("msg")
+            record.rank = proc_only.group("proc")
+            record.stream += "|" + proc_only.group("procs").strip()
+
+    def _month_day(self, month: int, day: int, clock: str) -> datetime | None:
+        if self._last_month == 12 and month == 1:
+            self.year += 1
+        self._last_month = month
+        try:
+            stamp = datetime.strptime(f"{self.year}-{month:02d}-{day:02d} {clock}", _clock_format(clock))
+        except ValueError:
+            return None
+        return stamp.replace(tzinfo=timezone.utc)
+
+    def _parse_json(self, line_no: int | None, raw: str) -> Record | None:
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(entry, dict) or "MESSAGE" not in entry:
+            return None
+        return journal_entry_record(self.source, line_no, entry, self)
+
+
+def journal_entry_record(
+    source: str, line_no: int | None, entry: dict, parser: LineParser
+) -> Record:
+    """A record from one journal entry (``journalctl -o json`` or systemd-python)."""
+    message = entry.get("MESSAGE")
+    if isinstance(message, list):  # journalctl writes non-UTF-8 messages as byte arrays
+        message = bytes(b & 0xFF for b in message if isinstance(b, int)).decode("utf-8", "replace")
+    elif isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    text = clean(str(message or ""))
+    record = Record(source=source, line=line_no, text=text, raw=text)
+    record.cursor = _field(entry, "__CURSOR")
+    record.host = _field(entry, "_HOSTNAME")
+    record.invocation = _field(entry, "_SYSTEMD_INVOCATION_ID") or _field(entry, "INVOCATION_ID")
+    stamp = _field(entry, "__REALTIME_TIMESTAMP")
+    if stamp and stamp.isdigit():
+        record.ts = datetime.fromtimestamp(int(stamp) / 1_000_000, tz=timezone.utc)
+    ident = _field(entry, "SYSLOG_IDENTIFIER")
+    pid = _field(entry, "_PID")
+    transport = _field(entry, "_TRANSPORT")
+    if transport == "kernel":
+        ident = "kernel"
+    parser._set_origin(record, ident, pid)
+    record.unit = _field(entry, "_SYSTEMD_UNIT") if record.origin == "app" else (
+        _field(entry, "UNIT") or record.unit
+    )
+    parser._apply_app_prefix(record)
+    return record
+
+
+def _field(entry: dict, name: str) -> str | None:
+    value = entry.get(name)
+    if value is None:
+        return None
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return str(value) if value is not None else None
+
+
+def _clock_format(clock: str) -> str:
+    return "%Y-%m-%d %H:%M:%S.%f" if "." in clock else "%Y-%m-%d %H:%M:%S"
+
+
+def _parse_iso(text: str) -> datetime | None:
+    text = text.replace(",", ".")
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    elif re.search(r"[+-]\d{4}$", text):
+        text = f"{text[:-2]}:{text[-2:]}"
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return stamp.replace(tzinfo=timezone.utc)
+    return stamp.astimezone(timezone.utc)

@@ -1,0 +1,20 @@
+"""Renderers: a diagnosis as text for people, JSON for machines, Markdown for postmortems."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from diagnose.models import Diagnosis
+from diagnose.render.json import render_json
+from diagnose.render.markdown import render_markdown
+from diagnose.render.text import render_text
+
+RENDERERS: dict[str, Callable[..., str]] = {
+    "text": render_text,
+    "json": render_json,
+    "markdown": render_markdown,
+}
+
+
+def render(diagnosis: Diagnosis, fmt: str, **options: object) -> str:
+    return RENDERERS[fmt](diagnosis, **options)

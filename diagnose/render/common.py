@@ -1,0 +1,63 @@
+"""Wording shared by the human-readable renderers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from diagnose.models import Diagnosis, Evidence, Finding, Patch
+
+PHASE_WORDS = {
+    "launch": "argument parsing and launch",
+    "dist_init": "distributed (NCCL) initialisation",
+    "load_weights": "loading weights",
+    "kv_cache": "sizing the KV cache",
+    "cuda_graph": "capturing CUDA graphs",
+    "http_server": "starting the HTTP server",
+    "warmup": "the warmup request",
+    "ready": "ready and serving",
+}
+
+
+def when(stamp: datetime | None) -> str:
+    return stamp.strftime("%Y-%m-%d %H:%M:%S") if stamp else "-"
+
+
+def where(evidence: Evidence) -> str:
+    if evidence.line is not None:
+        return f"{evidence.source}:{evidence.line}"
+    return evidence.source
+
+
+def seen(finding: Finding) -> str:
+    parts = []
+    if finding.count > 1:
+        parts.append(f"seen {finding.count}x")
+    if finding.attempts > 1:
+        parts.append(f"in {finding.attempts} start attempts")
+    return " ".join(parts)
+
+
+def summary(diagnosis: Diagnosis) -> str:
+    """One sentence on what the input was and how far the server got."""
+    subject = diagnosis.unit or ", ".join(i.name for i in diagnosis.inputs) or "input"
+    records = sum(i.records for i in diagnosis.inputs)
+    parts = [f"{subject}: {records} lines"]
+    if diagnosis.engine:
+        parts.append(diagnosis.engine)
+    if diagnosis.attempts > 1:
+        parts.append(f"{diagnosis.attempts} start attempts")
+    if diagnosis.phase_reached:
+        parts.append(f"got as far as {PHASE_WORDS.get(diagnosis.phase_reached, diagnosis.phase_reached)}")
+    return ", ".join(parts)
+
+
+def patch_lines(patch: Patch) -> list[str]:
+    """The patch as a list of changes, for reports without a unit to write a drop-in for."""
+    lines = [f"set environment {key}={value}" for key, value in patch.env_set.items()]
+    lines += [f"unset environment {key}" for key in patch.env_unset]
+    if patch.args_remove:
+        lines.append("remove flags: " + " ".join(patch.args_remove))
+    if patch.args_add:
+        lines.append("add flags: " + " ".join(patch.args_add))
+    lines += [f"set {key}={value} in the unit" for key, value in patch.unit_set.items()]
+    return lines

@@ -1,0 +1,9 @@
+"""The JSON contract (schema_version 1): one object."""
+
+from __future__ import annotations
+
+from diagnose.models import Diagnosis
+
+
+def render_json(diagnosis: Diagnosis, **_: object) -> str:
+    return diagnosis.model_dump_json(indent=2) + "\n"

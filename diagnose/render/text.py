@@ -1,0 +1,108 @@
+"""The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.text import Text
+
+from diagnose.models import Diagnosis, Finding, Role
+from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
+
+_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+_ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style="bold")
+
+
+def _indent(renderable: RenderableType, by: int = 2) -> Padding:
+    return Padding(renderable, (0, 0, 0, by))
+
+
+def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableType:
+    head = Text()
+    head.append(f"{_ROLE_WORD[finding.role]} ", style=_SEVERITY_STYLE[finding.severity.value])
+    head.append(finding.title, style="bold")
+    meta = Text(
+        f"{finding.severity.value} · {finding.category} · {finding.confidence.value} confidence"
+        f" · {finding.signature}",
+        style="dim",
+    )
+    extra = seen(finding)
+    if finding.phase:
+        extra = ", ".join(p for p in (extra, f"while {PHASE_WORDS.get(finding.phase, finding.phase)}") if p)
+    if finding.caused_by:
+        cause = diagnosis.finding(finding.caused_by)
+        extra = ", ".join(p for p in (extra, f"follows from {cause.title if cause else finding.caused_by}") if p)
+    parts: list[RenderableType] = [head, meta]
+    if extra:
+        parts.append(Text(extra, style="dim"))
+    if not full:
+        return Group(*parts)
+    parts += [Text(""), Text(finding.explanation)]
+    parts += [Text(""), _heading("Evidence")]
+    for evidence in finding.evidence:
+        line = Text()
+        line.append(f"{where(evidence)}", style="cyan")
+        line.append(f"  {when(evidence.timestamp)}  ", style="dim")
+        if evidence.rank:
+            line.append(f"[{evidence.rank}] ", style="magenta")
+        line.append(evidence.text)
+        parts.append(_indent(line))
+    if finding.hypotheses:
+        parts += [Text(""), _heading("Likely causes, most likely first")]
+        for number, hypothesis in enumerate(finding.hypotheses, 1):
+            parts.append(_indent(Text(f"{number}. {hypothesis.cause}")))
+            parts.append(_indent(Text(f"check: {hypothesis.check}", style="dim"), 5))
+    parts += [Text(""), _heading("Fix")]
+    if finding.patch is None:
+        parts.append(_indent(Text(finding.patch_note or "No configuration change fixes this.")))
+    elif finding.patch.dropin:
+        parts.append(Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green"))
+    else:
+        parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
+    if finding.patch is not None and finding.patch_note:
+        parts.append(_indent(Text(finding.patch_note, style="dim")))
+    for alternative in finding.alternatives:
+        parts.append(_indent(Text(f"or: {alternative}")))
+    if finding.next_checks:
+        parts += [Text(""), _heading("Next checks")]
+        parts += [_indent(Text(f"- {check}")) for check in finding.next_checks]
+    if finding.references:
+        parts += [Text(""), _heading("References")]
+        parts += [_indent(Text(reference, style="dim")) for reference in finding.references]
+    return Group(*parts)
+
+
+def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, width=width, force_terminal=color, no_color=not color,
+        highlight=False, emoji=False, soft_wrap=False,
+    )
+    console.print(Text(summary(diagnosis), style="bold"))
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None:
+        console.print(Text("No failure found: nothing in the input matches a known failure.", style="green"))
+    else:
+        console.print(Rule(style="red"))
+        console.print(_finding(primary, diagnosis, full=True))
+    others = [f for f in diagnosis.findings if f is not primary]
+    for role, label in ((Role.ROOT_CAUSE, "Other failures"), (Role.SYMPTOM, "Symptoms"),
+                        (Role.ADVISORY, "Advisories")):
+        group = [f for f in others if f.role is role]
+        if not group:
+            continue
+        console.print(Rule(label, style="dim"))
+        for finding in group:
+            console.print(Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0)))
+    if diagnosis.redactions:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
+        console.print(Text(f"Redacted: {kinds} (--no-redact shows them)", style="dim"))
+    return buffer.getvalue()

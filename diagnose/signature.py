@@ -1,0 +1,267 @@
+"""The signature schema: one YAML file describes one failure, how to see it and how to fix it."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import regex
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+
+from diagnose.expr import Arithmetic, Condition, ExpressionError, template_fields
+from diagnose.models import CATEGORIES, Confidence, Role, Severity
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
+_UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``300``, ``"90s"``, ``"5m"``, ``"5min"`` or ``"1h"``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 5m, 1h)")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pattern(_Schema):
+    """Literal needles (any one must occur) as a cheap pre-check, then a precise regex."""
+
+    needles: list[str] = Field(
+        default_factory=list, description="Literal substrings; a line must hold one of them."
+    )
+    regex: str = Field(description="Regex (Python `regex` syntax) with named groups to capture.")
+    where: list[str] = Field(
+        default_factory=list, description="Conditions on captures, e.g. 'avail_mem_gb < 2'."
+    )
+    ignore_case: bool = False
+
+    _compiled: Any = PrivateAttr(default=None)
+    _conditions: list[Condition] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _compile(self) -> Pattern:
+        flags = regex.MULTILINE | (regex.IGNORECASE if self.ignore_case else 0)
+        try:
+            self._compiled = regex.compile(self.regex, flags)
+        except regex.error as error:
+            raise ValueError(f"regex does not compile: {error}") from None
+        self._conditions = [Condition(text) for text in self.where]
+        return self
+
+    @property
+    def compiled(self) -> Any:
+        return self._compiled
+
+    @property
+    def conditions(self) -> list[Condition]:
+        return self._conditions
+
+
+class LineMatch(Pattern):
+    """One event (a line, or a whole traceback) matches."""
+
+    type: Literal["line"]
+
+
+class SequenceMatch(_Schema):
+    """Each step matches, in order, the whole sequence within ``within``."""
+
+    type: Literal["sequence"]
+    steps: list[Pattern] = Field(min_length=2)
+    within: Duration
+
+
+class CountMatch(Pattern):
+    """At least ``min_count`` matching events within ``within`` (a restart loop)."""
+
+    type: Literal["count"]
+    min_count: int = Field(ge=2)
+    within: Duration
+
+
+class AbsenceMatch(_Schema):
+    """``after`` was seen, then none of ``expect`` for at least ``within``.
+
+    The quiet span ends at the next start attempt, or at the end of observation: the last
+    timestamp of a saved log, or the clock a live caller passes in.
+    """
+
+    type: Literal["absence"]
+    after: Pattern
+    expect: list[Pattern] = Field(min_length=1)
+    within: Duration
+
+
+Match = Annotated[
+    LineMatch | SequenceMatch | CountMatch | AbsenceMatch, Field(discriminator="type")
+]
+
+
+class ConditionalText(_Schema):
+    text: str
+    when: list[str] = Field(default_factory=list)
+
+
+def _as_conditional(value: Any) -> Any:
+    return {"text": value} if isinstance(value, str) else value
+
+
+Text = Annotated[ConditionalText, BeforeValidator(_as_conditional)]
+
+
+class HypothesisSpec(_Schema):
+    cause: str
+    check: str
+    when: list[str] = Field(default_factory=list)
+
+
+class PatchSpec(_Schema):
+    """A config change; values may hold ``{capture}`` fields. Used when ``when`` holds."""
+
+    when: list[str] = Field(default_factory=list)
+    env_set: dict[str, str] = Field(default_factory=dict)
+    env_unset: list[str] = Field(default_factory=list)
+    args_add: list[str] = Field(default_factory=list)
+    args_remove: list[str] = Field(default_factory=list)
+    unit_set: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("unit_set")
+    @classmethod
+    def _section_key(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.fullmatch(r"[A-Z][A-Za-z]+\.[A-Z][A-Za-z]+", key):
+                raise ValueError(f"unit_set key {key!r} must be Section.Key, e.g. Service.TimeoutStartSec")
+        return value
+
+
+class Example(_Schema):
+    name: str
+    log: str
+    lines: list[int] = Field(
+        default_factory=list, description="1-based lines the evidence must point at."
+    )
+    captures: dict[str, str] = Field(
+        default_factory=dict, description="Values the match must capture or derive."
+    )
+    xfail: str | None = Field(default=None, description="A known gap, with the reason.")
+
+
+class Examples(_Schema):
+    positive: list[Example] = Field(min_length=1)
+    negative: list[Example] = Field(min_length=1)
+
+
+class Signature(_Schema):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    title: str
+    engines: list[Literal["sglang", "vllm", "any"]] = Field(default_factory=lambda: ["any"])
+    category: str
+    severity: Severity
+    confidence: Confidence = Confidence.HIGH
+    role: Role = Field(
+        default=Role.ROOT_CAUSE,
+        description="symptom: follows from another failure; primary only when nothing explains it.",
+    )
+    generic: bool = Field(
+        default=False, description="A catch-all; any specific root cause outranks it."
+    )
+    supersedes: list[str] = Field(
+        default_factory=list, description="Signatures this one explains more precisely."
+    )
+    match: Match
+    context: list[Pattern] = Field(
+        default_factory=list, description="Values captured from anywhere in the input."
+    )
+    supporting: list[Pattern] = Field(
+        default_factory=list,
+        description="Optional corroborating lines; when seen they join the evidence and raise confidence.",
+    )
+    derive: dict[str, str] = Field(
+        default_factory=dict, description="Computed values: name -> arithmetic over captures."
+    )
+    explanation: list[Text] = Field(min_length=1)
+    patches: list[PatchSpec] = Field(
+        default_factory=list, description="Candidate patches; the first whose conditions hold is used."
+    )
+    patch_note: str | None = Field(
+        default=None, description="Why no config change helps, or what the patch cannot express."
+    )
+    next_checks: list[Text] = Field(default_factory=list)
+    hypotheses: list[HypothesisSpec] = Field(default_factory=list)
+    alternatives: list[Text] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    examples: Examples
+
+    _derived: dict[str, Arithmetic] = PrivateAttr(default_factory=dict)
+    _conditions: dict[str, Condition] = PrivateAttr(default_factory=dict)
+
+    @field_validator("explanation", mode="before")
+    @classmethod
+    def _explanation_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        if value not in CATEGORIES:
+            raise ValueError(f"unknown category {value!r}; use one of: {', '.join(CATEGORIES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _prepare(self) -> Signature:
+        try:
+            self._derived = {name: Arithmetic(source) for name, source in self.derive.items()}
+            every_when = [c for t in self._conditional_items() for c in t]
+            self._conditions = {text: Condition(text) for text in every_when}
+            for template in self._templates():
+                template_fields(template)
+        except ExpressionError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    def _conditional_items(self) -> list[list[str]]:
+        items = [t.when for t in (*self.explanation, *self.next_checks, *self.alternatives)]
+        items += [h.when for h in self.hypotheses] + [p.when for p in self.patches]
+        return items
+
+    def _templates(self) -> list[str]:
+        texts = [t.text for t in (*self.explanation, *self.next_checks, *self.alternatives)]
+        texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
+        for patch in self.patches:
+            texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]
+        return texts
+
+    @property
+    def derived(self) -> dict[str, Arithmetic]:
+        return self._derived
+
+    def condition(self, text: str) -> Condition:
+        return self._conditions[text]
+
+    def patterns(self) -> list[Pattern]:
+        """Every pattern the engine has to look for, match and context alike."""
+        match = self.match
+        if isinstance(match, SequenceMatch):
+            own: list[Pattern] = list(match.steps)
+        elif isinstance(match, AbsenceMatch):
+            own = [match.after, *match.expect]
+        else:
+            own = [match]
+        return [*own, *self.context, *self.supporting]

@@ -1,0 +1,1 @@
+"""Sources: where log lines come from. Each yields events for the engine."""

@@ -1,0 +1,69 @@
+"""The example harness: runs each signature's positive and negative examples.
+
+The test suite and ``diagnose signatures test`` both use it, so a user's own signatures are
+checked exactly as the built-in ones are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose import expr
+from diagnose.engine import Engine
+from diagnose.signature import Example, Signature
+from diagnose.sources.files import events_from_lines
+
+EXAMPLE_YEAR = 2026
+
+
+@dataclass
+class ExampleResult:
+    signature: str
+    case: str
+    positive: bool
+    passed: bool
+    problems: list[str]
+    xfail: str | None = None
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.signature}::{self.case}"
+
+
+def run_log(signatures: list[Signature], text: str, name: str = "example.log") -> Engine:
+    """An engine that has read ``text`` and finished; see ``.values`` and the diagnosis."""
+    engine = Engine(signatures)
+    for event in events_from_lines(text.splitlines(), name, EXAMPLE_YEAR):
+        engine.feed(event)
+    return engine
+
+
+def check_example(signature: Signature, example: Example, positive: bool) -> ExampleResult:
+    engine = run_log([signature], example.log)
+    findings = [f for f in engine.finish().findings if f.signature == signature.id]
+    problems: list[str] = []
+    if positive and not findings:
+        problems.append("expected a finding; none matched")
+    if not positive and findings:
+        matched = "; ".join(f"line {e.line}: {e.text}" for f in findings for e in f.evidence)
+        problems.append(f"expected no finding; matched unexpectedly: {matched}")
+    if positive and findings:
+        lines = {e.line for f in findings for e in f.evidence}
+        missed = [n for n in example.lines if n not in lines]
+        if missed:
+            problems.append(f"evidence missed line(s) {missed}; it pointed at {sorted(l for l in lines if l)}")
+        if example.captures:
+            captured = {
+                k: expr.format_number(v) for k, v in engine.values[signature.id].items()
+            }
+            for key, want in example.captures.items():
+                if captured.get(key) != want:
+                    problems.append(f"capture {key}: expected {want!r}, got {captured.get(key)!r}")
+    passed = not problems
+    return ExampleResult(signature.id, example.name, positive, passed, problems, example.xfail)
+
+
+def check_signature(signature: Signature) -> list[ExampleResult]:
+    results = [check_example(signature, e, True) for e in signature.examples.positive]
+    results += [check_example(signature, e, False) for e in signature.examples.negative]
+    return results

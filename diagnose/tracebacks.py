@@ -1,0 +1,125 @@
+"""Group the physical lines of a Python traceback into one event.
+
+SGLang prefixes only the first line of a traceback; the rest arrive bare, possibly with
+other ranks' prefixed lines in between. vLLM repeats its prefix on every line. So a bare
+line continues the newest open traceback of its stream (journal writer or file), and a
+prefixed line continues the traceback of its own process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.records import Event, Record
+
+TRACEBACK_START = "Traceback (most recent call last):"
+_CHAIN_MARKERS = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+MAX_TRACEBACK_LINES = 400
+MAX_MESSAGE_LINES = 30
+
+
+@dataclass
+class _Open:
+    records: list[Record]
+    seq: int
+    key: str
+    bare: bool
+    """Continuation lines come without a prefix (SGLang, plain Python)."""
+    state: str = "frames"  # frames -> message -> blank -> chained -> frames ...
+    message_lines: int = 0
+
+
+def _is_frame_line(text: str) -> bool:
+    return text.startswith((" ", "\t")) or text.startswith("^")
+
+
+class TracebackGrouper:
+    """Feed records in order; get events back as they complete."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, _Open] = {}
+        self._order: list[str] = []
+
+    def feed(self, record: Record, seq: int) -> list[Event]:
+        key = record.stream
+        if record.origin != "app":
+            return [Event([record], seq)]
+        if TRACEBACK_START in record.text:
+            current = self._open.get(key) if record.prefixed else self._target(record)
+            if current and current.state in ("chained", "blank"):
+                current.records.append(record)
+                current.state = "frames"
+                return []
+            done = self._close(key)
+            bare = not record.prefixed or record.engine == "sglang"
+            self._open[key] = _Open([record], seq, key, bare)
+            self._order.append(key)
+            return done
+        if record.prefixed and record.engine == "sglang":
+            return [*self._close(key), Event([record], seq)]
+        target = self._target(record)
+        if target is None:
+            return [Event([record], seq)]
+        return self._continue(target, record, seq)
+
+    def _target(self, record: Record) -> _Open | None:
+        if record.prefixed:  # vLLM: every line carries its own process prefix
+            return self._open.get(record.stream)
+        base = record.stream
+        for key in reversed(self._order):
+            candidate = self._open[key]
+            if candidate.bare and key.split("|")[0] == base:
+                return candidate
+        return None
+
+    def _continue(self, target: _Open, record: Record, seq: int) -> list[Event]:
+        """Add the record to ``target``, or close ``target`` and treat the record anew."""
+        text = record.text
+        stripped = text.strip()
+        if len(target.records) >= MAX_TRACEBACK_LINES:
+            return self._close_and_refeed(target, record, seq)
+        if target.state == "frames":
+            target.records.append(record)
+            if stripped and not _is_frame_line(text):
+                target.state = "message"
+            return []
+        if stripped in _CHAIN_MARKERS:
+            target.records.append(record)
+            target.state = "chained"
+            return []
+        if target.state == "chained" and not stripped:
+            target.records.append(record)
+            return []
+        if target.state == "message" and not stripped:
+            target.state = "blank"  # a chained traceback may follow
+            target.records.append(record)
+            return []
+        ends_message = (
+            target.state != "message"
+            or target.message_lines >= MAX_MESSAGE_LINES
+            or (record.prefixed and not _is_frame_line(text))
+        )
+        if ends_message:
+            return self._close_and_refeed(target, record, seq)
+        target.records.append(record)
+        target.message_lines += 1
+        return []
+
+    def _close_and_refeed(self, target: _Open, record: Record, seq: int) -> list[Event]:
+        return [*self._close(target.key), *self.feed(record, seq)]
+
+    def _close(self, key: str) -> list[Event]:
+        current = self._open.pop(key, None)
+        if current is None:
+            return []
+        self._order.remove(key)
+        return [Event(current.records, current.seq)]
+
+    def flush(self) -> list[Event]:
+        events: list[Event] = []
+        for key in list(self._order):
+            events.extend(self._close(key))
+        return events
