@@ -16,7 +16,7 @@ import typer
 from diagnose import __version__
 from diagnose.engine import Engine
 from diagnose.errors import ExitCode, UserError
-from diagnose.library import load_library
+from diagnose.library import load_facts, load_library
 from diagnose.models import Diagnosis, Severity
 from diagnose.redact import redact
 from diagnose.render import render
@@ -139,7 +139,7 @@ def file_command(
     except ValueError as error:
         raise UserError(f"--hang-after: {error}") from None
     signatures = _library(signature_dirs)
-    engine = Engine(signatures, hang_after=hang_seconds)
+    engine = Engine(signatures, facts=load_facts(), hang_after=hang_seconds)
     logs = [LogInput.from_argument(argument) for argument in arguments]
     for log in logs:
         for event in events(log):

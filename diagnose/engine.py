@@ -87,13 +87,23 @@ class _Source:
 class Engine:
     """Feed events, then finish. One engine per diagnosis."""
 
-    def __init__(self, signatures: Iterable[Signature], hang_after: float | None = None) -> None:
+    def __init__(
+        self,
+        signatures: Iterable[Signature],
+        facts: Iterable[Pattern] = (),
+        hang_after: float | None = None,
+    ) -> None:
         self._states = [_State(signature) for signature in signatures]
+        self.facts: dict[str, Any] = {}
+        """Values every signature sees: launch arguments, versions (from ``_facts.yaml``)."""
         self.hang_after = hang_after
         self.skipped: dict[str, str] = {}
         self._patterns: list[tuple[_State, str, int, Pattern]] = []
         for state in self._states:
             self._index(state)
+        self._facts_state = _State(signature=None)  # type: ignore[arg-type]
+        for i, pattern in enumerate(facts):
+            self._patterns.append((self._facts_state, "fact", i, pattern))
         needles = {n for _, _, _, p in self._patterns for n in p.needles}
         self._always = [entry for entry in self._patterns if not entry[3].needles]
         self._prefilter = (
@@ -124,6 +134,8 @@ class Engine:
             self._patterns.append((state, "after", 0, match.after))
             for i, expect in enumerate(match.expect):
                 self._patterns.append((state, "expect", i, expect))
+            for i, until in enumerate(match.until):
+                self._patterns.append((state, "until", i, until))
         else:
             self._patterns.append((state, "match", 0, match))
         for i, pattern in enumerate(signature.context):
@@ -143,7 +155,7 @@ class Engine:
         else:
             candidates = self._always
         for state, role, index, pattern in candidates:
-            if state.signature.id in self.skipped:
+            if state.signature is not None and state.signature.id in self.skipped:
                 continue
             hit = self._match(state, pattern, event)
             if hit is not None:
@@ -201,15 +213,17 @@ class Engine:
         try:
             found = pattern.compiled.search(event.text, timeout=REGEX_TIMEOUT_S)
         except TimeoutError:
+            if state.signature is None:
+                return None
             self.skipped[state.signature.id] = (
                 f"regex took over {REGEX_TIMEOUT_S:g}s on one line; signature skipped for this run"
             )
             return None
         if found is None:
             return None
-        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+        captures = _normalise_units({k: v for k, v in found.groupdict().items() if v is not None})
         if pattern.conditions:
-            values = {**state.context, **captures}
+            values = {**self.facts, **state.context, **captures}
             if not expr.all_hold(pattern.conditions, values):
                 return None
         record = event.record_at(found.start())
@@ -217,7 +231,9 @@ class Engine:
                    self._attempt, self._phase)
 
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
-        if role == "context":
+        if role == "fact":
+            self.facts.update(hit.captures)
+        elif role == "context":
             state.context.update(hit.captures)
         elif role == "support":
             if len(state.support) < MAX_EVIDENCE:
@@ -234,6 +250,8 @@ class Engine:
                 state.window.hits.append(hit)
         elif role == "expect":
             state.window = None
+        elif role == "until":
+            self._close_window(state, hit.ts)
 
     @staticmethod
     def _keep(hits: list[Hit], hit: Hit, state: _State) -> None:
@@ -285,6 +303,8 @@ class Engine:
         engine = max(self.engines, key=self.engines.__getitem__) if self.engines else None
         drafts = []
         for state in self._states:
+            if state.signature is None:
+                continue
             for hits in self._occurrences(state):
                 drafts.append(self._draft(state, hits, unit, engine))
                 self.values.setdefault(state.signature.id, drafts[-1].values)
@@ -326,9 +346,12 @@ class Engine:
         first = min(hits, key=lambda h: h.seq)
         count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
         attempts = len({h.attempt for h in hits})
-        values: dict[str, Any] = {**state.context}
+        values: dict[str, Any] = {**self.facts, **state.context}
         for hit in sorted(hits, key=lambda h: h.seq, reverse=True):
             values.update(hit.captures)  # the first failure's values win
+        for hit in state.support:
+            for name, value in hit.captures.items():
+                values.setdefault(name, value)
         values.update(
             engine=engine, unit=unit, phase=first.phase, count=count, attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
@@ -367,6 +390,24 @@ class _Draft:
     phase: str | None
     confidence: Confidence
     unit: str | None
+
+
+_QUANTITY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$")
+_BYTES = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_TARGET_UNIT = {"_gib": "GiB", "_mib": "MiB", "_gb": "GB", "_mb": "MB"}
+
+
+def _normalise_units(captures: dict[str, str]) -> dict[str, str]:
+    """Captures named ``*_gib``, ``*_mib``, ``*_gb`` or ``*_mb`` that hold a quantity with
+    its unit (``512.00 MiB``) become plain numbers in the unit their name says."""
+    for name, value in captures.items():
+        target = next((u for suffix, u in _TARGET_UNIT.items() if name.endswith(suffix)), None)
+        quantity = _QUANTITY.match(value) if target else None
+        if quantity and target:
+            size = float(quantity.group("number")) * _BYTES[quantity.group("unit")] / _BYTES[target]
+            captures[name] = f"{size:.4f}".rstrip("0").rstrip(".")
+    return captures
 
 
 def _densest(hits: list[Hit], within: float) -> list[Hit]:
@@ -446,13 +487,20 @@ def _texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]
     return out
 
 
-def _patch(signature: Signature, values: Mapping[str, Any], unit: str | None) -> Patch | None:
+def _patch(
+    signature: Signature, values: Mapping[str, Any], unit: str | None
+) -> tuple[Patch | None, str | None]:
+    """The first patch whose conditions hold and whose fields all have values, and its note.
+
+    A chosen patch with no changes in it means "no config change helps here"."""
+    default_note = expr.fill(signature.patch_note, values) if signature.patch_note else None
     for spec in signature.patches:
         if not all(signature.condition(c).holds(values) for c in spec.when):
             continue
         env = {k: expr.fill(v, values) for k, v in spec.env_set.items()}
         args = [expr.fill(a, values) for a in spec.args_add]
         unit_set = {k: expr.fill(v, values) for k, v in spec.unit_set.items()}
+        note = expr.fill(spec.note, values) if spec.note else default_note
         if None in env.values() or None in args or None in unit_set.values():
             continue
         patch = Patch(
@@ -462,8 +510,10 @@ def _patch(signature: Signature, values: Mapping[str, Any], unit: str | None) ->
             args_remove=list(spec.args_remove),
             unit_set=unit_set,  # type: ignore[arg-type]
         )
-        return patch.model_copy(update={"dropin": render_dropin(patch, unit)})
-    return None
+        if patch.is_empty():
+            return None, note
+        return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
+    return None, default_note
 
 
 def _rank(drafts: list[_Draft]) -> list[Finding]:
@@ -503,6 +553,7 @@ def _rank(drafts: list[_Draft]) -> list[Finding]:
         else:
             role, caused_by = Role.SYMPTOM, (ids[id(primary)] if primary else None)
         values = draft.values
+        patch, patch_note = _patch(signature, values, draft.unit)
         findings.append(
             Finding(
                 id=ids[id(draft)],
@@ -515,8 +566,8 @@ def _rank(drafts: list[_Draft]) -> list[Finding]:
                 explanation=" ".join(_texts(signature, signature.explanation, values)),
                 confidence=draft.confidence,
                 evidence=draft.evidence,
-                patch=_patch(signature, values, draft.unit),
-                patch_note=signature.patch_note,
+                patch=patch,
+                patch_note=patch_note,
                 next_checks=_texts(signature, signature.next_checks, values),
                 hypotheses=[
                     Hypothesis(cause=c, check=k)
@@ -538,11 +589,12 @@ def _rank(drafts: list[_Draft]) -> list[Finding]:
 def diagnose(
     events: Iterable[Event],
     signatures: Iterable[Signature],
+    facts: Iterable[Pattern] = (),
     observed_until: datetime | None = None,
     hang_after: float | None = None,
 ) -> Diagnosis:
     """Run ``signatures`` over ``events`` and rank what they find."""
-    engine = Engine(signatures, hang_after=hang_after)
+    engine = Engine(signatures, facts=facts, hang_after=hang_after)
     for event in events:
         engine.feed(event)
     return engine.finish(observed_until=observed_until)

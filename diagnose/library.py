@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,7 +11,9 @@ import yaml
 from pydantic import ValidationError
 
 from diagnose.errors import UserError
-from diagnose.signature import Signature
+from diagnose.signature import Pattern, Signature
+
+FACTS_FILE = "_facts.yaml"
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -90,3 +93,26 @@ def load_library(extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True
         for signature in load_directory(Path(directory)):
             by_id[signature.id] = signature
     return list(by_id.values())
+
+
+@functools.cache
+def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
+    """Values every signature can use (launch arguments, versions), from ``_facts.yaml``."""
+    path = (directory or builtin_dir()) / FACTS_FILE
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+    except OSError as error:
+        raise UserError(f"{path}: cannot read the facts file: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise UserError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+    facts = data.get("facts") if isinstance(data, dict) else None
+    if not isinstance(facts, list):
+        raise UserError(f"{path}: expected a list under 'facts'")
+    patterns = []
+    for index, item in enumerate(facts):
+        try:
+            patterns.append(Pattern.model_validate(item))
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise UserError(f"{path}: facts.{index}.{_location(first)}: {first['msg']}") from None
+    return tuple(patterns)

@@ -99,13 +99,17 @@ class CountMatch(Pattern):
 class AbsenceMatch(_Schema):
     """``after`` was seen, then none of ``expect`` for at least ``within``.
 
-    The quiet span ends at the next start attempt, or at the end of observation: the last
-    timestamp of a saved log, or the clock a live caller passes in.
+    The quiet span ends at an ``until`` event (the operator stopped it, the process died),
+    at the next start attempt, or at the end of observation: the last timestamp of a saved
+    log, or the clock a live caller passes in.
     """
 
     type: Literal["absence"]
     after: Pattern
-    expect: list[Pattern] = Field(min_length=1)
+    expect: list[Pattern] = Field(min_length=1, description="Progress markers: any one cancels.")
+    until: list[Pattern] = Field(
+        default_factory=list, description="Events that end the quiet span (it is judged then)."
+    )
     within: Duration
 
 
@@ -136,6 +140,9 @@ class PatchSpec(_Schema):
     """A config change; values may hold ``{capture}`` fields. Used when ``when`` holds."""
 
     when: list[str] = Field(default_factory=list)
+    note: str | None = Field(
+        default=None, description="Replaces the signature's patch_note when this patch is chosen."
+    )
     env_set: dict[str, str] = Field(default_factory=dict)
     env_unset: list[str] = Field(default_factory=list)
     args_add: list[str] = Field(default_factory=list)
@@ -244,6 +251,7 @@ class Signature(_Schema):
     def _templates(self) -> list[str]:
         texts = [t.text for t in (*self.explanation, *self.next_checks, *self.alternatives)]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
+        texts += [p.note for p in self.patches if p.note] + ([self.patch_note] if self.patch_note else [])
         for patch in self.patches:
             texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]
         return texts
@@ -261,7 +269,7 @@ class Signature(_Schema):
         if isinstance(match, SequenceMatch):
             own: list[Pattern] = list(match.steps)
         elif isinstance(match, AbsenceMatch):
-            own = [match.after, *match.expect]
+            own = [match.after, *match.expect, *match.until]
         else:
             own = [match]
         return [*own, *self.context, *self.supporting]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from diagnose import expr
 from diagnose.engine import Engine
+from diagnose.library import load_facts
 from diagnose.signature import Example, Signature
 from diagnose.sources.files import events_from_lines
 
@@ -32,7 +33,7 @@ class ExampleResult:
 
 def run_log(signatures: list[Signature], text: str, name: str = "example.log") -> Engine:
     """An engine that has read ``text`` and finished; see ``.values`` and the diagnosis."""
-    engine = Engine(signatures)
+    engine = Engine(signatures, facts=load_facts())
     for event in events_from_lines(text.splitlines(), name, EXAMPLE_YEAR):
         engine.feed(event)
     return engine

@@ -22,7 +22,7 @@ def _heading(text: str) -> Text:
 
 
 def _indent(renderable: RenderableType, by: int = 2) -> Padding:
-    return Padding(renderable, (0, 0, 0, by))
+    return Padding(renderable, (0, 0, 0, by), expand=False)
 
 
 def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableType:
