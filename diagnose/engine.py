@@ -8,6 +8,7 @@ reading (a live follower passes "now").
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -113,11 +114,12 @@ class Engine:
         )
         self._sources: dict[str, _Source] = {}
         self._last_ts: datetime | None = None
-        self._attempt = 0
+        self._attempt_starts: list[int] = []
+        """Seq of the first record of each start attempt after the first."""
         self._attempt_has_app_lines = False
         self._attempt_launched = False
-        self._phase: str | None = None
-        self._phase_reached: str | None = None
+        self._phases: dict[str | None, list[tuple[int, str]]] = {}
+        """Per rank (None: any rank), the seq at which each startup phase began."""
         self.unit_counts: dict[str, int] = {}
         self.engines: dict[str, int] = {}
         self.values: dict[str, dict[str, Any]] = {}
@@ -181,16 +183,30 @@ class Engine:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
         phase = phase_of(record.text, record.engine)
         if phase == "launch" and self._attempt_launched:
-            self._new_attempt(record.ts)
+            self._new_attempt(record.ts, record.seq)
         if phase == "launch":
             self._attempt_launched = True
         self._attempt_has_app_lines = True
-        if phase is not None and (
-            self._phase is None or PHASE_ORDER[phase] >= PHASE_ORDER[self._phase]
-        ):
-            self._phase = phase
-            if self._phase_reached is None or PHASE_ORDER[phase] >= PHASE_ORDER[self._phase_reached]:
-                self._phase_reached = phase
+        if phase is not None:
+            for rank in {record.rank, None}:
+                history = self._phases.setdefault(rank, [])
+                current = self._phase_at(rank, record.seq)
+                if current is None or PHASE_ORDER[phase] > PHASE_ORDER[current]:
+                    bisect.insort(history, (record.seq, phase))
+
+    def _attempt_of(self, seq: int) -> int:
+        return bisect.bisect_right(self._attempt_starts, seq)
+
+    def _phase_at(self, rank: str | None, seq: int) -> str | None:
+        """The phase ``rank`` was in at ``seq``, within that seq's start attempt."""
+        history = self._phases.get(rank) or self._phases.get(None) or []
+        index = bisect.bisect_right(history, (seq, "~")) - 1
+        if index < 0:
+            return None
+        begun, phase = history[index]
+        attempt = self._attempt_of(seq)
+        attempt_start = self._attempt_starts[attempt - 1] if attempt else -1
+        return phase if begun >= attempt_start else None
 
     def _observe_systemd(self, record: Record) -> None:
         unit = _UNIT_IN_TEXT.match(record.text) or _ATTEMPT_START.match(record.text)
@@ -198,16 +214,15 @@ class Engine:
             name = unit.group("unit")
             self.unit_counts[name] = self.unit_counts.get(name, 0) + 1
         if _ATTEMPT_START.match(record.text) and self._attempt_has_app_lines:
-            self._new_attempt(record.ts)
+            self._new_attempt(record.ts, record.seq)
 
-    def _new_attempt(self, ts: datetime | None) -> None:
+    def _new_attempt(self, ts: datetime | None, seq: int) -> None:
         for state in self._states:
             if state.window is not None:
                 self._close_window(state, ts)
-        self._attempt += 1
+        self._attempt_starts.append(seq)
         self._attempt_has_app_lines = False
         self._attempt_launched = False
-        self._phase = None
 
     def _match(self, state: _State, pattern: Pattern, event: Event) -> Hit | None:
         try:
@@ -227,8 +242,9 @@ class Engine:
             if not expr.all_hold(pattern.conditions, values):
                 return None
         record = event.record_at(found.start())
+        rank = record.rank or event.first.rank
         return Hit(event, record, captures, event.seq, record.ts or event.ts or self._last_ts,
-                   self._attempt, self._phase)
+                   self._attempt_of(record.seq), self._phase_at(rank, record.seq))
 
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
         if role == "fact":
@@ -323,9 +339,15 @@ class Engine:
             findings=findings,
             unit=unit,
             engine=engine,
-            phase_reached=self._phase_reached,
-            attempts=self._attempt + 1 if self._sources else 0,
+            phase_reached=self._phase_reached(),
+            attempts=len(self._attempt_starts) + 1 if self._sources else 0,
         )
+
+    def _phase_reached(self) -> str | None:
+        """The furthest startup phase of the last attempt."""
+        last_start = self._attempt_starts[-1] if self._attempt_starts else -1
+        phases = [p for seq, p in self._phases.get(None, []) if seq >= last_start]
+        return max(phases, key=PHASE_ORDER.__getitem__) if phases else None
 
     def _occurrences(self, state: _State) -> list[list[Hit]]:
         match = state.signature.match
@@ -518,14 +540,13 @@ def _patch(
 
 def _rank(drafts: list[_Draft]) -> list[Finding]:
     """One primary root cause: the first specific failure; the rest follow from it."""
-    present = {d.signature.id for d in drafts}
-    superseded = {s for d in drafts for s in d.signature.supersedes if s in present}
+    superseded = {s for d in drafts for s in d.signature.supersedes}
+    drafts = [d for d in drafts if d.signature.id not in superseded]
 
     def failure(d: _Draft) -> bool:
         return (
             d.signature.role is Role.ROOT_CAUSE
             and d.signature.severity.rank >= Severity.ERROR.rank
-            and d.signature.id not in superseded
         )
 
     def order(d: _Draft) -> tuple[bool, int, int]:

@@ -30,6 +30,8 @@ class Record:
     prefixed: bool = False
     """The line carries its application's own prefix (not a bare continuation line)."""
     invocation: str | None = None
+    seq: int = 0
+    """Position in the input, across sources: orders records whose events arrive late."""
 
 
 @dataclass(slots=True)

@@ -45,8 +45,9 @@ class TracebackGrouper:
 
     def feed(self, record: Record, seq: int) -> list[Event]:
         key = record.stream
-        if record.origin != "app":
-            return [Event([record], seq)]
+        if record.origin != "app":  # systemd or the kernel speak once the output is over
+            finished = [k for k in self._order if self._open[k].state != "frames"]
+            return [*(e for k in finished for e in self._close(k)), Event([record], seq)]
         if TRACEBACK_START in record.text:
             current = self._open.get(key) if record.prefixed else self._target(record)
             if current and current.state in ("chained", "blank"):

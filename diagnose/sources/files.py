@@ -120,5 +120,6 @@ def events_from_lines(
         if record is None:
             continue
         seq += 1
+        record.seq = seq
         yield from grouper.feed(record, seq)
     yield from grouper.flush()
