@@ -1,11 +1,9 @@
-"""The command line. It only wires: options -> library -> sources -> engine -> renderer -> exit."""
+"""The command line. It only wires: parse options, call a command module, exit with its code."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import traceback
 from enum import Enum
 from pathlib import Path
@@ -14,14 +12,12 @@ from typing import Annotated
 import typer
 
 from diagnose import __version__
-from diagnose.engine import Engine
+from diagnose.commands import report
+from diagnose.commands import signatures as signature_commands
+from diagnose.commands.file import diagnose_files
 from diagnose.errors import ExitCode, UserError
-from diagnose.library import load_facts, load_library
-from diagnose.models import Diagnosis, Severity
-from diagnose.redact import redact
-from diagnose.render import render
-from diagnose.signature import Signature, parse_duration
-from diagnose.sources.files import LogInput, events
+from diagnose.library import load_library
+from diagnose.signature import parse_duration
 
 app = typer.Typer(
     name="diagnose",
@@ -31,7 +27,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-signatures_app = typer.Typer(help="List, show and test the signature library.", no_args_is_help=True)
+signatures_app = typer.Typer(help="List, show, test and lint the signature library.", no_args_is_help=True)
 app.add_typer(signatures_app, name="signatures")
 
 _debug = False
@@ -52,10 +48,31 @@ class FailOn(str, Enum):
 
 SignatureDirs = Annotated[
     list[Path] | None,
-    typer.Option("--signatures", help="Extra signature directory (repeatable); overrides by id."),
+    typer.Option("--signatures", help="Extra signature directory (repeatable); same ids override."),
 ]
-FormatOption = Annotated[Format | None, typer.Option("--format", "-f", help="Report format (default: text).")]
-OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Report format.")]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write the report to this file (atomically).")
+]
+FailOnOption = Annotated[FailOn, typer.Option(help="Lowest severity that makes the exit code 1.")]
+HangAfterOption = Annotated[
+    str | None,
+    typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),
+]
+NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"diagnose: warning: {message}", err=True)
+
+
+def _duration(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise UserError(f"{option}: {error}") from None
 
 
 def _version(value: bool) -> None:
@@ -75,127 +92,83 @@ def _main(
     _debug = debug
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        handle = tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", delete=False
-        )
-    except OSError as error:
-        raise UserError(f"{path}: cannot write report: {error.strerror}") from None
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except OSError as error:
-        Path(handle.name).unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write report: {error.strerror}") from None
-
-
-def _emit(diagnosis: Diagnosis, fmt: Format | None, output: Path | None, no_redact: bool) -> None:
-    if not no_redact:
-        diagnosis = redact(diagnosis)
-    chosen = (fmt or Format.text).value
-    to_terminal = output is None and sys.stdout.isatty()
-    width = os.get_terminal_size().columns if to_terminal else 100
-    text = render(diagnosis, chosen, width=width, color=to_terminal)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        _write_atomically(output, text)
-
-
-def _exit_code(diagnosis: Diagnosis, fail_on: FailOn) -> ExitCode:
-    threshold = Severity(fail_on.value).rank
-    if any(f.severity.rank >= threshold for f in diagnosis.findings):
-        return ExitCode.FINDINGS
-    return ExitCode.OK
-
-
-def _library(extra: list[Path] | None) -> list[Signature]:
-    return load_library(extra or [])
-
-
 @app.command("file")
 def file_command(
     paths: Annotated[list[str] | None, typer.Argument(help="Log files (plain or gzip); - for stdin.")] = None,
-    fmt: FormatOption = None,
+    fmt: FormatOption = Format.text,
     output: OutputOption = None,
     signature_dirs: SignatureDirs = None,
-    fail_on: Annotated[FailOn, typer.Option(help="Lowest severity that makes the exit code 1.")] = FailOn.error,
-    hang_after: Annotated[
-        str | None, typer.Option(help="Quiet time after a startup step that counts as a hang (e.g. 5m).")
-    ] = None,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")] = False,
+    fail_on: FailOnOption = FailOn.error,
+    hang_after: HangAfterOption = None,
+    no_redact: NoRedactOption = False,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
-    arguments = paths or []
-    if not arguments:
-        if sys.stdin.isatty():
-            raise UserError("no input", help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file")
-        arguments = ["-"]
-    try:
-        hang_seconds = parse_duration(hang_after) if hang_after is not None else None
-    except ValueError as error:
-        raise UserError(f"--hang-after: {error}") from None
-    signatures = _library(signature_dirs)
-    engine = Engine(signatures, facts=load_facts(), hang_after=hang_seconds)
-    logs = [LogInput.from_argument(argument) for argument in arguments]
-    for log in logs:
-        for event in events(log):
-            engine.feed(event)
-    for log in logs:
-        for warning in log.warnings:
-            typer.echo(f"diagnose: warning: {warning}", err=True)
-    for signature_id, reason in engine.skipped.items():
-        typer.echo(f"diagnose: warning: {signature_id}: {reason}", err=True)
-    diagnosis = engine.finish(input_kinds={log.name: log.kind for log in logs})
-    if sum(i.records for i in diagnosis.inputs) == 0:
-        names = ", ".join(log.name for log in logs)
-        raise UserError(f"{names}: no log lines to read", help="check the file, or the journalctl command that made it")
-    _emit(diagnosis, fmt, output, no_redact)
-    raise typer.Exit(_exit_code(diagnosis, fail_on))
+    diagnosis = diagnose_files(
+        paths or [], signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+    )
+    report.emit(diagnosis, fmt.value, output, no_redact)
+    raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
 
 
 @signatures_app.command("list")
 def signatures_list(
     signature_dirs: SignatureDirs = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per signature.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """Every signature: id, category, severity and title."""
-    signatures = sorted(_library(signature_dirs), key=lambda s: (s.category, s.id))
-    for signature in signatures:
+    for row in signature_commands.listing(load_library(signature_dirs or [])):
         if as_json:
-            typer.echo(json.dumps({"id": signature.id, "category": signature.category,
-                                   "severity": signature.severity.value, "title": signature.title}))
+            typer.echo(json.dumps(row))
         else:
-            typer.echo(f"{signature.id:<40} {signature.category:<20} {signature.severity.value:<9} {signature.title}")
+            typer.echo(f"{row['id']:<42} {row['category']:<19} {row['severity']:<9} {row['title']}")
+
+
+@signatures_app.command("show")
+def signatures_show(
+    signature_id: Annotated[str, typer.Argument(help="The signature id.")],
+    signature_dirs: SignatureDirs = None,
+) -> None:
+    """One signature, with its examples."""
+    typer.echo(signature_commands.show(signature_commands.find(signature_id, signature_dirs or [])))
 
 
 @signatures_app.command("test")
 def signatures_test(
-    directory: Annotated[Path | None, typer.Argument(help="A directory of signatures (default: built-in).")] = None,
+    directory: Annotated[
+        Path | None, typer.Argument(help="A directory of signatures (default: the built-in library).")
+    ] = None,
 ) -> None:
     """Run every signature's positive and negative examples."""
-    from diagnose.library import builtin_dir, load_directory
-    from diagnose.testing import check_signature
-
-    signatures = load_directory(directory or builtin_dir())
     failed = passed = expected = 0
-    for signature in signatures:
-        for result in check_signature(signature):
-            if result.passed:
-                passed += 1
-            elif result.xfail:
-                expected += 1
-                typer.echo(f"XFAIL {result.test_id}: {result.xfail}")
-            else:
-                failed += 1
-                typer.echo(f"FAIL  {result.test_id}")
-                for problem in result.problems:
-                    typer.echo(f"      {problem}")
+    for result in signature_commands.test(directory):
+        if result.passed:
+            passed += 1
+        elif result.xfail:
+            expected += 1
+            typer.echo(f"XFAIL {result.test_id}: {result.xfail}")
+        else:
+            failed += 1
+            typer.echo(f"FAIL  {result.test_id}")
+            for problem in result.problems:
+                typer.echo(f"      {problem}")
     typer.echo(f"{passed} passed, {failed} failed" + (f", {expected} xfailed" if expected else ""))
     raise typer.Exit(ExitCode.FINDINGS if failed else ExitCode.OK)
+
+
+@signatures_app.command("lint")
+def signatures_lint(signature_dirs: SignatureDirs = None) -> None:
+    """Check the library for what a reviewer would catch: untested needles and patches."""
+    problems = signature_commands.lint(load_library(signature_dirs or []))
+    for problem in problems:
+        typer.echo(f"{problem.signature}: {problem.message}")
+    typer.echo(f"{len(problems)} problem(s)")
+    raise typer.Exit(ExitCode.FINDINGS if problems else ExitCode.OK)
+
+
+@signatures_app.command("schema")
+def signatures_schema() -> None:
+    """The JSON Schema of a signature file, for editors."""
+    typer.echo(signature_commands.schema(), nl=False)
 
 
 def main() -> None:
@@ -205,27 +178,25 @@ def main() -> None:
     except UserError as error:
         typer.echo(f"diagnose: error: {error}", err=True)
         sys.exit(ExitCode.USER_ERROR)
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
     except KeyboardInterrupt:
         typer.echo("diagnose: interrupted", err=True)
         sys.exit(130)
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(ExitCode.OK)
-    except Exception as error:  # the one place internal errors become exit 3
-        import click
-
-        if isinstance(error, click.exceptions.Abort):
+    except Exception as error:  # the one place an internal error becomes exit 3
+        if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
+            typer.echo("diagnose: interrupted", err=True)
             sys.exit(130)
-        if isinstance(error, click.ClickException):
-            error.show()
+        if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
+            error.show()  # a usage error: bad option or argument
             sys.exit(ExitCode.USER_ERROR)
         if _debug:
             traceback.print_exc()
         typer.echo(
             f"diagnose: internal error: {type(error).__name__}: {error}\n"
-            "Please report it at https://github.com/diagnose-llm/diagnose/issues (run with --debug for the traceback).",
+            "This is a bug: please report it with the command you ran "
+            "(add --debug for the traceback).",
             err=True,
         )
         sys.exit(ExitCode.INTERNAL_ERROR)

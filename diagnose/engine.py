@@ -494,6 +494,7 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
                 unit=record.unit or (unit if record.origin == "app" and record.host else None),
                 rank=record.rank,
                 text=record.raw,
+                message=record.text if record.text != record.raw else None,
             )
         )
     return evidence
@@ -509,33 +510,38 @@ def _texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]
     return out
 
 
+def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
+    """Index of the first patch whose conditions hold and whose fields all have values."""
+    for index, spec in enumerate(signature.patches):
+        if not all(signature.condition(c).holds(values) for c in spec.when):
+            continue
+        templates = [*spec.env_set.values(), *spec.args_add, *spec.unit_set.values()]
+        if all(expr.fill(t, values) is not None for t in templates):
+            return index
+    return None
+
+
 def _patch(
     signature: Signature, values: Mapping[str, Any], unit: str | None
 ) -> tuple[Patch | None, str | None]:
-    """The first patch whose conditions hold and whose fields all have values, and its note.
-
-    A chosen patch with no changes in it means "no config change helps here"."""
+    """The chosen patch, filled in, and its note. A chosen patch with no changes in it
+    means "no config change helps here"."""
     default_note = expr.fill(signature.patch_note, values) if signature.patch_note else None
-    for spec in signature.patches:
-        if not all(signature.condition(c).holds(values) for c in spec.when):
-            continue
-        env = {k: expr.fill(v, values) for k, v in spec.env_set.items()}
-        args = [expr.fill(a, values) for a in spec.args_add]
-        unit_set = {k: expr.fill(v, values) for k, v in spec.unit_set.items()}
-        note = expr.fill(spec.note, values) if spec.note else default_note
-        if None in env.values() or None in args or None in unit_set.values():
-            continue
-        patch = Patch(
-            env_set=env,  # type: ignore[arg-type]
-            env_unset=list(spec.env_unset),
-            args_add=args,  # type: ignore[arg-type]
-            args_remove=list(spec.args_remove),
-            unit_set=unit_set,  # type: ignore[arg-type]
-        )
-        if patch.is_empty():
-            return None, note
-        return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
-    return None, default_note
+    index = choose_patch(signature, values)
+    if index is None:
+        return None, default_note
+    spec = signature.patches[index]
+    note = expr.fill(spec.note, values) if spec.note else default_note
+    patch = Patch(
+        env_set={k: expr.fill(v, values) or v for k, v in spec.env_set.items()},
+        env_unset=list(spec.env_unset),
+        args_add=[expr.fill(a, values) or a for a in spec.args_add],
+        args_remove=list(spec.args_remove),
+        unit_set={k: expr.fill(v, values) or v for k, v in spec.unit_set.items()},
+    )
+    if patch.is_empty():
+        return None, note
+    return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
 
 
 def _rank(drafts: list[_Draft]) -> list[Finding]:

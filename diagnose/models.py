@@ -85,6 +85,9 @@ class Evidence(_Frozen):
     unit: str | None = None
     rank: str | None = Field(default=None, description="Rank tag such as 'TP2' when the line has one.")
     text: str
+    message: str | None = Field(
+        default=None, description="The line without its journal and application prefixes."
+    )
 
 
 class Patch(_Frozen):

@@ -21,6 +21,10 @@ def _heading(text: str) -> Text:
     return Text(text, style="bold")
 
 
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _indent(renderable: RenderableType, by: int = 2) -> Padding:
     return Padding(renderable, (0, 0, 0, by), expand=False)
 
@@ -53,7 +57,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
         line.append(f"  {when(evidence.timestamp)}  ", style="dim")
         if evidence.rank:
             line.append(f"[{evidence.rank}] ", style="magenta")
-        line.append(evidence.text)
+        line.append(_shorten(evidence.message or evidence.text))
         parts.append(_indent(line))
     if finding.hypotheses:
         parts += [Text(""), _heading("Likely causes, most likely first")]
@@ -105,4 +109,4 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
     if diagnosis.redactions:
         kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
         console.print(Text(f"Redacted: {kinds} (--no-redact shows them)", style="dim"))
-    return buffer.getvalue()
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"

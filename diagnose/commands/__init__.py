@@ -1,0 +1,1 @@
+"""One module per command; the CLI module only parses options and calls these."""

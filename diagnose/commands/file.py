@@ -1,0 +1,44 @@
+"""``diagnose file``: saved logs, gzip files and stdin."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from diagnose.engine import Engine
+from diagnose.errors import UserError
+from diagnose.library import load_facts, load_library
+from diagnose.models import Diagnosis
+from diagnose.sources.files import LogInput, events
+
+Warn = Callable[[str], None]
+
+
+def diagnose_files(
+    arguments: list[str],
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Warn,
+) -> Diagnosis:
+    """Read every input in turn through one engine, so one diagnosis covers them all."""
+    if not arguments:
+        if sys.stdin.isatty():
+            raise UserError(
+                "no input", help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file"
+            )
+        arguments = ["-"]
+    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    logs = [LogInput.from_argument(argument) for argument in arguments]
+    for log in logs:
+        for event in events(log):
+            engine.feed(event)
+        for warning in log.warnings:
+            warn(warning)
+    for signature_id, reason in engine.skipped.items():
+        warn(f"{signature_id}: {reason}")
+    diagnosis = engine.finish(input_kinds={log.name: log.kind for log in logs})
+    if sum(i.records for i in diagnosis.inputs) == 0:
+        names = ", ".join(log.name for log in logs)
+        raise UserError(f"{names}: no log lines to read", help="check the file, or the command that made it")
+    return diagnosis

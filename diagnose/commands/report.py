@@ -1,0 +1,52 @@
+"""Writing a report: redaction, the chosen format, stdout or an atomically written file."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from diagnose.errors import ExitCode, UserError
+from diagnose.models import Diagnosis, Severity
+from diagnose.redact import redact
+from diagnose.render import render
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        handle = tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", delete=False
+        )
+    except OSError as error:
+        raise UserError(f"{path}: cannot write: {error.strerror}") from None
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except OSError as error:
+        Path(handle.name).unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write: {error.strerror}") from None
+
+
+def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -> None:
+    """Render the diagnosis (redacted unless asked not to) to stdout or ``output``."""
+    if not no_redact:
+        diagnosis = redact(diagnosis)
+    to_terminal = output is None and sys.stdout.isatty()
+    width = os.get_terminal_size().columns if to_terminal else 100
+    text = render(diagnosis, fmt, width=width, color=to_terminal)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomically(output, text)
+
+
+def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:
+    """1 when a finding reaches ``fail_on`` severity, else 0 (the contract's table)."""
+    threshold = Severity(fail_on).rank
+    if any(f.severity.rank >= threshold for f in diagnosis.findings):
+        return ExitCode.FINDINGS
+    return ExitCode.OK

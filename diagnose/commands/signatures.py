@@ -1,0 +1,92 @@
+"""``diagnose signatures``: list, show, test, lint and the JSON Schema of the library."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from diagnose.engine import choose_patch
+from diagnose.errors import UserError
+from diagnose.library import builtin_dir, load_directory, load_library
+from diagnose.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
+from diagnose.testing import ExampleResult, check_signature, run_log
+
+
+def listing(signatures: list[Signature]) -> list[dict[str, str]]:
+    rows = sorted(signatures, key=lambda s: (s.category, s.id))
+    return [
+        {"id": s.id, "category": s.category, "severity": s.severity.value, "title": s.title}
+        for s in rows
+    ]
+
+
+def find(signature_id: str, signature_dirs: list[Path]) -> Signature:
+    for signature in load_library(signature_dirs):
+        if signature.id == signature_id:
+            return signature
+    raise UserError(f"no signature {signature_id!r}", help="`diagnose signatures list` shows the ids")
+
+
+def show(signature: Signature) -> str:
+    """The signature as YAML, defaults left out, so it reads like the file that defines it."""
+    data = signature.model_dump(mode="json", exclude_defaults=True)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def schema() -> str:
+    return json.dumps(Signature.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def test(directory: Path | None) -> list[ExampleResult]:
+    results: list[ExampleResult] = []
+    for signature in load_directory(directory or builtin_dir()):
+        results.extend(check_signature(signature))
+    return results
+
+
+@dataclass
+class LintProblem:
+    signature: str
+    message: str
+
+
+def _main_patterns(signature: Signature) -> list[Pattern]:
+    match = signature.match
+    if isinstance(match, SequenceMatch):
+        return list(match.steps)
+    if isinstance(match, AbsenceMatch):
+        return [match.after]
+    return [match]
+
+
+def lint(signatures: list[Signature]) -> list[LintProblem]:
+    """What the loader cannot refuse but a reviewer would: untested needles and patches."""
+    problems: list[LintProblem] = []
+    for signature in signatures:
+        def problem(message: str, sid: str = signature.id) -> None:
+            problems.append(LintProblem(sid, message))
+
+        positives = [e.log for e in signature.examples.positive]
+        for pattern in _main_patterns(signature):
+            if not pattern.needles:
+                problem(f"pattern {pattern.regex[:40]!r} has no needles: it runs on every line")
+            elif not any(n in log for n in pattern.needles for log in positives):
+                problem(f"no positive example contains any needle of {pattern.regex[:40]!r}")
+        if not signature.references:
+            problem("no references: link the upstream issue or documentation")
+        if not signature.patches and not signature.patch_note:
+            problem("no patch and no patch_note saying why no config change helps")
+        chosen = set()
+        for example in signature.examples.positive:
+            engine = run_log([signature], example.log)
+            engine.finish()
+            values = engine.values.get(signature.id)
+            if values is not None:
+                chosen.add(choose_patch(signature, values))
+        for index in range(len(signature.patches)):
+            if index not in chosen:
+                problem(f"patches[{index}] is chosen by no positive example")
+    return problems
