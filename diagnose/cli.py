@@ -114,9 +114,14 @@ def file_command(
 def signatures_list(
     signature_dirs: SignatureDirs = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="A Markdown table (the README's).")] = False,
 ) -> None:
     """Every signature: id, category, severity and title."""
-    for row in signature_commands.listing(load_library(signature_dirs or [])):
+    signatures = load_library(signature_dirs or [])
+    if markdown:
+        typer.echo(signature_commands.markdown_table(signatures), nl=False)
+        return
+    for row in signature_commands.listing(signatures):
         if as_json:
             typer.echo(json.dumps(row))
         else:

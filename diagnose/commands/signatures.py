@@ -23,6 +23,14 @@ def listing(signatures: list[Signature]) -> list[dict[str, str]]:
     ]
 
 
+def markdown_table(signatures: list[Signature]) -> str:
+    """The README's table of signatures, made from the library."""
+    lines = ["| id | category | severity | what it means |", "|---|---|---|---|"]
+    for row in listing(signatures):
+        lines.append(f"| `{row['id']}` | {row['category']} | {row['severity']} | {row['title']} |")
+    return "\n".join(lines) + "\n"
+
+
 def find(signature_id: str, signature_dirs: list[Path]) -> Signature:
     for signature in load_library(signature_dirs):
         if signature.id == signature_id:
