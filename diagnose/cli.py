@@ -27,7 +27,9 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-signatures_app = typer.Typer(help="List, show, test and lint the signature library.", no_args_is_help=True)
+signatures_app = typer.Typer(
+    help="List, show, test and lint the signature library.", no_args_is_help=True
+)
 app.add_typer(signatures_app, name="signatures")
 
 _debug = False
@@ -83,7 +85,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of internal errors.")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
@@ -94,7 +98,9 @@ def _main(
 
 @app.command("file")
 def file_command(
-    paths: Annotated[list[str] | None, typer.Argument(help="Log files (plain or gzip); - for stdin.")] = None,
+    paths: Annotated[
+        list[str] | None, typer.Argument(help="Log files (plain or gzip); - for stdin.")
+    ] = None,
     fmt: FormatOption = Format.text,
     output: OutputOption = None,
     signature_dirs: SignatureDirs = None,
@@ -114,7 +120,9 @@ def file_command(
 def signatures_list(
     signature_dirs: SignatureDirs = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="A Markdown table (the README's).")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="A Markdown table (the README's).")
+    ] = False,
 ) -> None:
     """Every signature: id, category, severity and title."""
     signatures = load_library(signature_dirs or [])
@@ -140,7 +148,8 @@ def signatures_show(
 @signatures_app.command("test")
 def signatures_test(
     directory: Annotated[
-        Path | None, typer.Argument(help="A directory of signatures (default: the built-in library).")
+        Path | None,
+        typer.Argument(help="A directory of signatures (default: the built-in library)."),
     ] = None,
 ) -> None:
     """Run every signature's positive and negative examples."""
@@ -193,8 +202,10 @@ def main() -> None:
         if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
             typer.echo("diagnose: interrupted", err=True)
             sys.exit(130)
-        if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
-            error.show()  # a usage error: bad option or argument
+        if callable(getattr(error, "show", None)) and isinstance(
+            getattr(error, "exit_code", None), int
+        ):
+            error.show()  # type: ignore[attr-defined]  # a usage error: bad option or argument
             sys.exit(ExitCode.USER_ERROR)
         if _debug:
             traceback.print_exc()

@@ -12,7 +12,7 @@ DROPIN_NAME = "50-diagnose.conf"
 def _quote_assignment(key: str, value: str) -> str:
     """``Environment=`` quoting: one double-quoted word, with backslash escapes."""
     assignment = f"{key}={value}"
-    if any(ch in assignment for ch in ' \t"\\\'$%;'):
+    if any(ch in assignment for ch in " \t\"\\'$%;"):
         escaped = assignment.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
         return f'"{escaped}"'
     return assignment

@@ -152,7 +152,9 @@ class Engine:
             self._observe(record)
         text = event.text
         if self._prefilter is not None and self._prefilter.search(text):
-            candidates = [e for e in self._patterns if e[3].needles and any(n in text for n in e[3].needles)]
+            candidates = [
+                e for e in self._patterns if e[3].needles and any(n in text for n in e[3].needles)
+            ]
             candidates += self._always
         else:
             candidates = self._always
@@ -243,8 +245,15 @@ class Engine:
                 return None
         record = event.record_at(found.start())
         rank = record.rank or event.first.rank
-        return Hit(event, record, captures, event.seq, record.ts or event.ts or self._last_ts,
-                   self._attempt_of(record.seq), self._phase_at(rank, record.seq))
+        return Hit(
+            event,
+            record,
+            captures,
+            event.seq,
+            record.ts or event.ts or self._last_ts,
+            self._attempt_of(record.seq),
+            self._phase_at(rank, record.seq),
+        )
 
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
         if role == "fact":
@@ -325,12 +334,23 @@ class Engine:
                 drafts.append(self._draft(state, hits, unit, engine))
                 self.values.setdefault(state.signature.id, drafts[-1].values)
         findings = _rank(drafts)
-        primary = next((f.id for f in findings if f.role is Role.ROOT_CAUSE
-                        and f.severity.rank >= Severity.ERROR.rank), None)
+        primary = next(
+            (
+                f.id
+                for f in findings
+                if f.role is Role.ROOT_CAUSE and f.severity.rank >= Severity.ERROR.rank
+            ),
+            None,
+        )
         kinds = input_kinds or {}
         inputs = [
-            InputSummary(kind=kinds.get(name, "file"), name=name, records=s.records,  # type: ignore[arg-type]
-                         first_ts=s.first_ts, last_ts=s.last_ts)
+            InputSummary(
+                kind=kinds.get(name, "file"),  # type: ignore[arg-type]
+                name=name,
+                records=s.records,
+                first_ts=s.first_ts,
+                last_ts=s.last_ts,
+            )
             for name, s in self._sources.items()
         ]
         return Diagnosis(
@@ -363,7 +383,9 @@ class Engine:
         chain = _sequence(state.steps, match.within)
         return [chain] if chain else []
 
-    def _draft(self, state: _State, hits: list[Hit], unit: str | None, engine: str | None) -> _Draft:
+    def _draft(
+        self, state: _State, hits: list[Hit], unit: str | None, engine: str | None
+    ) -> _Draft:
         signature = state.signature
         first = min(hits, key=lambda h: h.seq)
         count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
@@ -375,7 +397,11 @@ class Engine:
             for name, value in hit.captures.items():
                 values.setdefault(name, value)
         values.update(
-            engine=engine, unit=unit, phase=first.phase, count=count, attempts=attempts,
+            engine=engine,
+            unit=unit,
+            phase=first.phase,
+            count=count,
+            attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
         )
         if isinstance(signature.match, AbsenceMatch):
@@ -415,8 +441,18 @@ class _Draft:
 
 
 _QUANTITY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$")
-_BYTES = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_BYTES = {
+    "B": 1,
+    "bytes": 1,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+}
 _TARGET_UNIT = {"_gib": "GiB", "_mib": "MiB", "_gb": "GB", "_mb": "MB"}
 
 
@@ -452,7 +488,9 @@ def _sequence(steps: list[list[Hit]], within: float) -> list[Hit]:
     for head in steps[0]:
         chain = [head]
         for later in steps[1:]:
-            nxt = next((h for h in later if h.seq > chain[-1].seq and _close(head, h, within)), None)
+            nxt = next(
+                (h for h in later if h.seq > chain[-1].seq and _close(head, h, within)), None
+            )
             if nxt is None:
                 break
             chain.append(nxt)
@@ -551,8 +589,7 @@ def _rank(drafts: list[_Draft]) -> list[Finding]:
 
     def failure(d: _Draft) -> bool:
         return (
-            d.signature.role is Role.ROOT_CAUSE
-            and d.signature.severity.rank >= Severity.ERROR.rank
+            d.signature.role is Role.ROOT_CAUSE and d.signature.severity.rank >= Severity.ERROR.rank
         )
 
     def order(d: _Draft) -> tuple[bool, int, int]:
@@ -561,13 +598,23 @@ def _rank(drafts: list[_Draft]) -> list[Finding]:
     causes = sorted((d for d in drafts if failure(d)), key=order)
     if not causes:  # nothing explains the symptoms: the first symptom is the story
         causes = sorted(
-            (d for d in drafts if d.signature.role is Role.SYMPTOM
-             and d.signature.severity.rank >= Severity.ERROR.rank),
+            (
+                d
+                for d in drafts
+                if d.signature.role is Role.SYMPTOM
+                and d.signature.severity.rank >= Severity.ERROR.rank
+            ),
             key=order,
         )[:1]
     primary = causes[0] if causes else None
-    rest = sorted((d for d in drafts if d is not primary), key=lambda d: (
-        d.signature.role is Role.ADVISORY, d.signature.severity.rank < Severity.ERROR.rank, d.seq))
+    rest = sorted(
+        (d for d in drafts if d is not primary),
+        key=lambda d: (
+            d.signature.role is Role.ADVISORY,
+            d.signature.severity.rank < Severity.ERROR.rank,
+            d.seq,
+        ),
+    )
     ordered = ([primary] if primary else []) + rest
     ids = {id(d): f"f{i}" for i, d in enumerate(ordered, 1)}
     findings = []

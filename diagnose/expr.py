@@ -135,7 +135,9 @@ class Arithmetic:
             self._check(node.operand)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id not in _FUNCTIONS or node.keywords:
-                raise ExpressionError(f"expression {self.source!r}: unknown function {node.func.id}")
+                raise ExpressionError(
+                    f"expression {self.source!r}: unknown function {node.func.id}"
+                )
             for argument in node.args:
                 self._check(argument)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):

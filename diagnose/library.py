@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from diagnose.errors import UserError
 from diagnose.signature import Pattern, Signature
@@ -31,7 +32,7 @@ def user_dirs() -> list[Path]:
     return [path for path in candidates if path.is_dir()]
 
 
-def _location(error: dict) -> str:
+def _location(error: ErrorDetails) -> str:
     return ".".join(str(part) for part in error["loc"]) or "(top level)"
 
 
@@ -45,7 +46,9 @@ def load_file(path: Path) -> Signature:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path}: not valid YAML: {detail}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}")
+        raise UserError(
+            f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}"
+        )
     declared = data.setdefault("id", path.stem)
     if declared != path.stem:
         raise UserError(
@@ -85,7 +88,9 @@ def load_directory(directory: Path) -> list[Signature]:
     return signatures
 
 
-def load_library(extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True) -> list[Signature]:
+def load_library(
+    extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True
+) -> list[Signature]:
     """Built-in signatures, then site, user and ``--signatures`` ones; later ids override."""
     by_id: dict[str, Signature] = {}
     directories = [builtin_dir(), *(user_dirs() if include_user_dirs else []), *extra_dirs]

@@ -21,7 +21,12 @@ _ANSI = re.compile(
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_MONTHS = {
+    month: number
+    for number, month in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+    )
+}
 _JOURNAL_SHORT = re.compile(
     r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d{1,6})?) "
     r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$"
@@ -30,7 +35,9 @@ _JOURNAL_ISO = re.compile(
     r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?:Z|[+-]\d\d:?\d\d)?) "
     r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$"
 )
-_JOURNAL_MARKER = re.compile(r"^-- (?:Boot [0-9a-f]+|No entries|Logs begin at|Journal begins at|Reboot)")
+_JOURNAL_MARKER = re.compile(
+    r"^-- (?:Boot [0-9a-f]+|No entries|Logs begin at|Journal begins at|Reboot)"
+)
 
 _SGLANG = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{3})?"
@@ -38,10 +45,13 @@ _SGLANG = re.compile(
 )
 _VLLM = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )*)"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
-_VLLM_PROC_ONLY = re.compile(r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$")
+_VLLM_PROC_ONLY = re.compile(
+    r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
+)
 _UNIT_PREFIX = re.compile(r"^(?P<unit>[\w@.:\\-]+\.(?:service|scope|socket|target|timer)): ")
 _UNIT_JOB = re.compile(
     r"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>[\w@.:\\-]+\.service)\b"
@@ -101,7 +111,9 @@ class LineParser:
             inner_year = year_hint(record.text)
             if inner_year:
                 self.year = inner_year
-            record.ts = self._month_day(_MONTHS.get(groups["mon"], 1), int(groups["day"]), groups["time"])
+            record.ts = self._month_day(
+                _MONTHS.get(groups["mon"], 1), int(groups["day"]), groups["time"]
+            )
         self._set_origin(record, groups["ident"], groups["pid"])
 
     def _set_origin(self, record: Record, ident: str | None, pid: str | None) -> None:
@@ -157,7 +169,9 @@ class LineParser:
             self.year += 1
         self._last_month = month
         try:
-            stamp = datetime.strptime(f"{self.year}-{month:02d}-{day:02d} {clock}", _clock_format(clock))
+            stamp = datetime.strptime(
+                f"{self.year}-{month:02d}-{day:02d} {clock}", _clock_format(clock)
+            )
         except ValueError:
             return None
         return stamp.replace(tzinfo=timezone.utc)
@@ -195,8 +209,10 @@ def journal_entry_record(
     if transport == "kernel":
         ident = "kernel"
     parser._set_origin(record, ident, pid)
-    record.unit = _field(entry, "_SYSTEMD_UNIT") if record.origin == "app" else (
-        _field(entry, "UNIT") or record.unit
+    record.unit = (
+        _field(entry, "_SYSTEMD_UNIT")
+        if record.origin == "app"
+        else (_field(entry, "UNIT") or record.unit)
     )
     parser._apply_app_prefix(record)
     return record

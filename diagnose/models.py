@@ -83,7 +83,9 @@ class Evidence(_Frozen):
     timestamp: Timestamp | None = None
     host: str | None = None
     unit: str | None = None
-    rank: str | None = Field(default=None, description="Rank tag such as 'TP2' when the line has one.")
+    rank: str | None = Field(
+        default=None, description="Rank tag such as 'TP2' when the line has one."
+    )
     text: str
     message: str | None = Field(
         default=None, description="The line without its journal and application prefixes."
@@ -128,7 +130,9 @@ class Finding(_Frozen):
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     alternatives: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
-    count: int = Field(default=1, description="How many times the failure was seen (ranks, attempts).")
+    count: int = Field(
+        default=1, description="How many times the failure was seen (ranks, attempts)."
+    )
     attempts: int = Field(default=1, description="In how many start attempts it was seen.")
     phase: str | None = Field(default=None, description="Startup phase the server was in.")
 
@@ -152,7 +156,9 @@ class Diagnosis(_Frozen):
     inputs: list[InputSummary] = Field(default_factory=list)
     primary: str | None = None
     findings: list[Finding] = Field(default_factory=list)
-    unit: str | None = Field(default=None, description="The systemd unit the input is about, when known.")
+    unit: str | None = Field(
+        default=None, description="The systemd unit the input is about, when known."
+    )
     engine: str | None = Field(default=None, description="'sglang' or 'vllm' when recognised.")
     phase_reached: str | None = Field(default=None, description="Last startup phase seen.")
     attempts: int = Field(default=0, description="Start attempts seen in the input.")

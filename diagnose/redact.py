@@ -6,6 +6,7 @@ report, so two mentions of one token are visibly the same token.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import Enum
 from typing import Any
@@ -20,15 +21,36 @@ _SECRET_NAME = r"[A-Za-z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("hf_token", re.compile(r"(?P<secret>\bhf_[A-Za-z0-9]{20,})")),
     ("api_key", re.compile(r"(?P<secret>\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,})")),
-    ("api_key", re.compile(r"(?P<secret>\b(?:ghp|gho|ghs|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{16,})")),
+    (
+        "api_key",
+        re.compile(
+            r"(?P<secret>\b(?:ghp|gho|ghs|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{16,})"
+        ),
+    ),
     ("api_key", re.compile(r"(?P<secret>\bAKIA[0-9A-Z]{16})")),
     ("bearer", re.compile(r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{12,})")),
-    ("authorization", re.compile(r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic\s+)?(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,})")),
-    ("flag", re.compile(
-        r"(?i)--(?:api[-_]key|token|hf[-_]token|password|secret|admin[-_]api[-_]key)(?:=|\s+)[\"']?(?P<secret>(?!<redacted)[^\s\"',)]+)")),
-    ("url_password", re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^\s:/@]+:(?P<secret>[^\s@/]+)@")),
-    ("env", re.compile(
-        rf"(?P<name>\b{_SECRET_NAME})\s*(?:=|:)\s*[\"']?(?P<secret>(?!<redacted)[^\s\"',)]{{4,}})")),
+    (
+        "authorization",
+        re.compile(
+            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic\s+)?(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,})"
+        ),
+    ),
+    (
+        "flag",
+        re.compile(
+            r"(?i)--(?:api[-_]key|token|hf[-_]token|password|secret|admin[-_]api[-_]key)(?:=|\s+)[\"']?(?P<secret>(?!<redacted)[^\s\"',)]+)"
+        ),
+    ),
+    (
+        "url_password",
+        re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^\s:/@]+:(?P<secret>[^\s@/]+)@"),
+    ),
+    (
+        "env",
+        re.compile(
+            rf"(?P<name>\b{_SECRET_NAME})\s*(?:=|:)\s*[\"']?(?P<secret>(?!<redacted)[^\s\"',)]{{4,}})"
+        ),
+    ),
 ]
 
 
@@ -41,14 +63,16 @@ class Redactor:
 
     def _placeholder(self, kind: str, secret: str) -> str:
         if secret not in self._placeholders:
-            number = sum(1 for p in self._placeholders.values() if p.startswith(f"<redacted:{kind}:"))
+            number = sum(
+                1 for p in self._placeholders.values() if p.startswith(f"<redacted:{kind}:")
+            )
             self._placeholders[secret] = f"<redacted:{kind}:{number + 1}>"
         self.counts[kind] = self.counts.get(kind, 0) + 1
         return self._placeholders[secret]
 
     def text(self, value: str) -> str:
         for kind, pattern in _RULES:
-            value = pattern.sub(lambda m, kind=kind: self._replace(kind, m), value)
+            value = pattern.sub(functools.partial(self._replace, kind), value)
         return value
 
     def _replace(self, kind: str, match: re.Match[str]) -> str:

@@ -34,6 +34,7 @@ def parse_duration(value: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+Engine = Literal["sglang", "vllm", "any"]
 
 
 class _Schema(BaseModel):
@@ -154,7 +155,9 @@ class PatchSpec(_Schema):
     def _section_key(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
             if not re.fullmatch(r"[A-Z][A-Za-z]+\.[A-Z][A-Za-z]+", key):
-                raise ValueError(f"unit_set key {key!r} must be Section.Key, e.g. Service.TimeoutStartSec")
+                raise ValueError(
+                    f"unit_set key {key!r} must be Section.Key, e.g. Service.TimeoutStartSec"
+                )
         return value
 
 
@@ -178,7 +181,7 @@ class Examples(_Schema):
 class Signature(_Schema):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     title: str
-    engines: list[Literal["sglang", "vllm", "any"]] = Field(default_factory=lambda: ["any"])
+    engines: list[Engine] = Field(default_factory=lambda: list[Engine](["any"]))
     category: str
     severity: Severity
     confidence: Confidence = Confidence.HIGH
@@ -198,14 +201,15 @@ class Signature(_Schema):
     )
     supporting: list[Pattern] = Field(
         default_factory=list,
-        description="Optional corroborating lines; when seen they join the evidence and raise confidence.",
+        description="Corroborating lines: when seen they join the evidence and raise confidence.",
     )
     derive: dict[str, str] = Field(
         default_factory=dict, description="Computed values: name -> arithmetic over captures."
     )
     explanation: list[Text] = Field(min_length=1)
     patches: list[PatchSpec] = Field(
-        default_factory=list, description="Candidate patches; the first whose conditions hold is used."
+        default_factory=list,
+        description="Candidate patches; the first whose conditions hold is used.",
     )
     patch_note: str | None = Field(
         default=None, description="Why no config change helps, or what the patch cannot express."
@@ -251,7 +255,9 @@ class Signature(_Schema):
     def _templates(self) -> list[str]:
         texts = [t.text for t in (*self.explanation, *self.next_checks, *self.alternatives)]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
-        texts += [p.note for p in self.patches if p.note] + ([self.patch_note] if self.patch_note else [])
+        texts += [p.note for p in self.patches if p.note] + (
+            [self.patch_note] if self.patch_note else []
+        )
         for patch in self.patches:
             texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]
         return texts

@@ -52,11 +52,11 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
         lines = {e.line for f in findings for e in f.evidence}
         missed = [n for n in example.lines if n not in lines]
         if missed:
-            problems.append(f"evidence missed line(s) {missed}; it pointed at {sorted(l for l in lines if l)}")
+            problems.append(
+                f"evidence missed line(s) {missed}; it pointed at {sorted(n for n in lines if n)}"
+            )
         if example.captures:
-            captured = {
-                k: expr.format_number(v) for k, v in engine.values[signature.id].items()
-            }
+            captured = {k: expr.format_number(v) for k, v in engine.values[signature.id].items()}
             for key, want in example.captures.items():
                 if captured.get(key) != want:
                     problems.append(f"capture {key}: expected {want!r}, got {captured.get(key)!r}")

@@ -25,7 +25,8 @@ def diagnose_files(
     if not arguments:
         if sys.stdin.isatty():
             raise UserError(
-                "no input", help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file"
+                "no input",
+                help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file",
             )
         arguments = ["-"]
     engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
@@ -40,5 +41,7 @@ def diagnose_files(
     diagnosis = engine.finish(input_kinds={log.name: log.kind for log in logs})
     if sum(i.records for i in diagnosis.inputs) == 0:
         names = ", ".join(log.name for log in logs)
-        raise UserError(f"{names}: no log lines to read", help="check the file, or the command that made it")
+        raise UserError(
+            f"{names}: no log lines to read", help="check the file, or the command that made it"
+        )
     return diagnosis

@@ -17,17 +17,18 @@ def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one."""
     directory = path.parent if str(path.parent) else Path(".")
     try:
-        handle = tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=directory, prefix=f".{path.name}.", delete=False
-        )
+        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
     except OSError as error:
         raise UserError(f"{path}: cannot write: {error.strerror}") from None
     try:
-        with handle:
+        with open(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.replace(handle.name, path)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
     except OSError as error:
-        Path(handle.name).unlink(missing_ok=True)
+        Path(temporary).unlink(missing_ok=True)
         raise UserError(f"{path}: cannot write: {error.strerror}") from None
 
 

@@ -35,7 +35,9 @@ def find(signature_id: str, signature_dirs: list[Path]) -> Signature:
     for signature in load_library(signature_dirs):
         if signature.id == signature_id:
             return signature
-    raise UserError(f"no signature {signature_id!r}", help="`diagnose signatures list` shows the ids")
+    raise UserError(
+        f"no signature {signature_id!r}", help="`diagnose signatures list` shows the ids"
+    )
 
 
 def show(signature: Signature) -> str:
@@ -74,6 +76,7 @@ def lint(signatures: list[Signature]) -> list[LintProblem]:
     """What the loader cannot refuse but a reviewer would: untested needles and patches."""
     problems: list[LintProblem] = []
     for signature in signatures:
+
         def problem(message: str, sid: str = signature.id) -> None:
             problems.append(LintProblem(sid, message))
 

@@ -47,7 +47,9 @@ def summary(diagnosis: Diagnosis) -> str:
     if diagnosis.attempts > 1:
         parts.append(f"{diagnosis.attempts} start attempts")
     if diagnosis.phase_reached:
-        parts.append(f"got as far as {PHASE_WORDS.get(diagnosis.phase_reached, diagnosis.phase_reached)}")
+        parts.append(
+            f"got as far as {PHASE_WORDS.get(diagnosis.phase_reached, diagnosis.phase_reached)}"
+        )
     return ", ".join(parts)
 
 

@@ -45,12 +45,22 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
     if finding.caused_by:
         cause = diagnosis.finding(finding.caused_by)
         facts.append(f"**Follows from:** {inline(cause.title) if cause else finding.caused_by}")
-    out += [" · ".join(facts), "", inline(finding.explanation), "", "**Evidence**", "",
-            _evidence_block(finding.evidence), ""]
+    out += [
+        " · ".join(facts),
+        "",
+        inline(finding.explanation),
+        "",
+        "**Evidence**",
+        "",
+        _evidence_block(finding.evidence),
+        "",
+    ]
     if finding.hypotheses:
         out += ["**Likely causes, most likely first**", ""]
-        out += [f"{n}. {inline(h.cause)} — check: {inline(h.check)}"
-                for n, h in enumerate(finding.hypotheses, 1)]
+        out += [
+            f"{n}. {inline(h.cause)} — check: {inline(h.check)}"
+            for n, h in enumerate(finding.hypotheses, 1)
+        ]
         out.append("")
     return out
 
@@ -76,13 +86,18 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
     title = f"Postmortem: {inline(primary.title)}" if primary else "Diagnosis: no failure found"
     out = [f"# {title}", "", "## Summary", "", inline(summary(diagnosis)) + ".", ""]
     if primary:
-        out += [f"Root cause: **{inline(primary.title)}** ({primary.category}, "
-                f"{primary.confidence.value} confidence).", ""]
+        out += [
+            f"Root cause: **{inline(primary.title)}** ({primary.category}, "
+            f"{primary.confidence.value} confidence).",
+            "",
+        ]
     else:
         out += ["Nothing in the input matches a known failure.", ""]
     out += ["| input | kind | lines | first | last |", "|---|---|---|---|---|"]
-    out += [f"| {inline(i.name)} | {i.kind} | {i.records} | {when(i.first_ts)} | {when(i.last_ts)} |"
-            for i in diagnosis.inputs]
+    out += [
+        f"| {inline(i.name)} | {i.kind} | {i.records} | {when(i.first_ts)} | {when(i.last_ts)} |"
+        for i in diagnosis.inputs
+    ]
     out.append("")
     timeline = sorted(
         ((e, f) for f in diagnosis.findings for e in f.evidence if e.timestamp),
@@ -90,18 +105,23 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
     )
     if timeline:
         out += ["## Timeline", "", "| time | finding | line |", "|---|---|---|"]
-        out += [f"| {when(e.timestamp)} | {f.id} {inline(f.signature)} | {inline(e.text[:160])} |"
-                for e, f in timeline[:40]]
+        out += [
+            f"| {when(e.timestamp)} | {f.id} {inline(f.signature)} | {inline(e.text[:160])} |"
+            for e, f in timeline[:40]
+        ]
         out.append("")
     if primary:
-        out += ["## Root cause", ""] + _finding_section(primary, diagnosis, "###")
+        out += ["## Root cause", "", *_finding_section(primary, diagnosis, "###")]
         out += _fix_section(primary)
         if primary.next_checks:
             out += ["## Next checks", ""] + [f"- {inline(c)}" for c in primary.next_checks] + [""]
         if primary.references:
             out += ["## References", ""] + [f"- <{r}>" for r in primary.references] + [""]
-    for role, heading in ((Role.ROOT_CAUSE, "Other failures"), (Role.SYMPTOM, "Symptoms"),
-                          (Role.ADVISORY, "Advisories")):
+    for role, heading in (
+        (Role.ROOT_CAUSE, "Other failures"),
+        (Role.SYMPTOM, "Symptoms"),
+        (Role.ADVISORY, "Advisories"),
+    ):
         group = [f for f in diagnosis.findings if f.role is role and f is not primary]
         if group:
             out += [f"## {heading}", ""]

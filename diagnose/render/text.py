@@ -40,10 +40,14 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     )
     extra = seen(finding)
     if finding.phase:
-        extra = ", ".join(p for p in (extra, f"while {PHASE_WORDS.get(finding.phase, finding.phase)}") if p)
+        extra = ", ".join(
+            p for p in (extra, f"while {PHASE_WORDS.get(finding.phase, finding.phase)}") if p
+        )
     if finding.caused_by:
         cause = diagnosis.finding(finding.caused_by)
-        extra = ", ".join(p for p in (extra, f"follows from {cause.title if cause else finding.caused_by}") if p)
+        extra = ", ".join(
+            p for p in (extra, f"follows from {cause.title if cause else finding.caused_by}") if p
+        )
     parts: list[RenderableType] = [head, meta]
     if extra:
         parts.append(Text(extra, style="dim"))
@@ -68,7 +72,9 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     if finding.patch is None:
         parts.append(_indent(Text(finding.patch_note or "No configuration change fixes this.")))
     elif finding.patch.dropin:
-        parts.append(Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green"))
+        parts.append(
+            Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green")
+        )
     else:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
     if finding.patch is not None and finding.patch_note:
@@ -87,25 +93,37 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
 def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
     buffer = io.StringIO()
     console = Console(
-        file=buffer, width=width, force_terminal=color, no_color=not color,
-        highlight=False, emoji=False, soft_wrap=False,
+        file=buffer,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
     )
     console.print(Text(summary(diagnosis), style="bold"))
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None:
-        console.print(Text("No failure found: nothing in the input matches a known failure.", style="green"))
+        console.print(
+            Text("No failure found: nothing in the input matches a known failure.", style="green")
+        )
     else:
         console.print(Rule(style="red"))
         console.print(_finding(primary, diagnosis, full=True))
     others = [f for f in diagnosis.findings if f is not primary]
-    for role, label in ((Role.ROOT_CAUSE, "Other failures"), (Role.SYMPTOM, "Symptoms"),
-                        (Role.ADVISORY, "Advisories")):
+    for role, label in (
+        (Role.ROOT_CAUSE, "Other failures"),
+        (Role.SYMPTOM, "Symptoms"),
+        (Role.ADVISORY, "Advisories"),
+    ):
         group = [f for f in others if f.role is role]
         if not group:
             continue
         console.print(Rule(label, style="dim"))
         for finding in group:
-            console.print(Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0)))
+            console.print(
+                Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0))
+            )
     if diagnosis.redactions:
         kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
         console.print(Text(f"Redacted: {kinds} (--no-redact shows them)", style="dim"))

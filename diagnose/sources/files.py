@@ -42,7 +42,7 @@ class LogInput:
 
 
 def _open(log: LogInput) -> BinaryIO:
-    handle = sys.stdin.buffer if log.path is None else _open_path(log.path)
+    handle: io.BufferedReader = sys.stdin.buffer if log.path is None else _open_path(log.path)  # type: ignore[assignment]
     if handle.peek(2)[:2] == _GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
     return handle
@@ -51,12 +51,16 @@ def _open(log: LogInput) -> BinaryIO:
 def _open_path(path: Path) -> io.BufferedReader:
     try:
         if path.is_dir():
-            raise UserError(f"{path}: is a directory", help="pass log files, or use -D with journal")
+            raise UserError(
+                f"{path}: is a directory", help="pass log files, or use -D with journal"
+            )
         handle = path.open("rb")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except PermissionError:
-        raise UserError(f"{path}: permission denied", help="run with sudo or fix the file mode") from None
+        raise UserError(
+            f"{path}: permission denied", help="run with sudo or fix the file mode"
+        ) from None
     except OSError as error:
         raise UserError(f"{path}: cannot open: {error.strerror}") from None
     return handle
@@ -70,7 +74,9 @@ def raw_lines(log: LogInput) -> Iterator[str]:
             try:
                 chunk = stream.readline(MAX_LINE_BYTES)
             except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-                log.warnings.append(f"{log.name}: compressed data ends early ({error}); read what came before")
+                log.warnings.append(
+                    f"{log.name}: compressed data ends early ({error}); read what came before"
+                )
                 return
             if not chunk:
                 return
