@@ -28,8 +28,9 @@ from diagnose.models import (
     Role,
     Severity,
 )
-from diagnose.phases import PHASE_ORDER, phase_of
+from diagnose.phases import PHASE_ORDER, PHASES, phase_of
 from diagnose.records import Event, Record
+from diagnose.tracebacks import TRACEBACK_START
 from diagnose.signature import (
     AbsenceMatch,
     CountMatch,
@@ -44,6 +45,8 @@ MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
 
+ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START)
+"""Literals the engine itself watches: attempt boundaries, unit names, tracebacks."""
 _ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
 _UNIT_IN_TEXT = re.compile(r"^(?P<unit>[\w@.:\\-]+\.service): ")
 
@@ -78,13 +81,6 @@ class _State:
     support: list[Hit] = field(default_factory=list)
 
 
-@dataclass
-class _Source:
-    records: int = 0
-    first_ts: datetime | None = None
-    last_ts: datetime | None = None
-
-
 class Engine:
     """Feed events, then finish. One engine per diagnosis."""
 
@@ -112,8 +108,8 @@ class Engine:
             if needles
             else None
         )
-        self._sources: dict[str, _Source] = {}
         self._last_ts: datetime | None = None
+        self._records_seen = False
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
         self._attempt_has_app_lines = False
@@ -124,6 +120,17 @@ class Engine:
         self.engines: dict[str, int] = {}
         self.values: dict[str, dict[str, Any]] = {}
         """After ``finish``: what each firing signature captured and derived."""
+
+    def needles(self) -> set[str] | None:
+        """Every literal that can make a line matter to this engine: the library's needles,
+        startup-phase markers, attempt boundaries and traceback headers. None when some
+        pattern has no needles, so every line has to be looked at."""
+        if self._always:
+            return None
+        found = {n for _, _, _, pattern in self._patterns for n in pattern.needles}
+        found.update(marker for _, _, markers in PHASES for marker in markers)
+        found.update(ALWAYS_INTERESTING)
+        return found
 
     def _index(self, state: _State) -> None:
         signature = state.signature
@@ -166,14 +173,9 @@ class Engine:
                 self._record_hit(state, role, index, hit)
 
     def _observe(self, record: Record) -> None:
-        source = self._sources.setdefault(record.source, _Source())
-        source.records += 1
-        if record.ts is not None:
-            source.first_ts = source.first_ts or record.ts
-            if source.last_ts is None or record.ts > source.last_ts:
-                source.last_ts = record.ts
-            if self._last_ts is None or record.ts > self._last_ts:
-                self._last_ts = record.ts
+        self._records_seen = True
+        if record.ts is not None and (self._last_ts is None or record.ts > self._last_ts):
+            self._last_ts = record.ts
         if record.engine:
             self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
         if record.origin == "systemd":
@@ -318,9 +320,13 @@ class Engine:
     def finish(
         self,
         observed_until: datetime | None = None,
-        input_kinds: Mapping[str, str] | None = None,
+        inputs: list[InputSummary] | None = None,
     ) -> Diagnosis:
-        end = observed_until or self._last_ts
+        """Rank what was found. The quiet span of a pending absence ends at ``observed_until``
+        (a live caller's clock), else at the last timestamp of the inputs."""
+        inputs = inputs or []
+        ends = [i.last_ts for i in inputs if i.last_ts] + ([self._last_ts] if self._last_ts else [])
+        end = observed_until or (max(ends) if ends else None)
         for state in self._states:
             if state.window is not None:
                 self._close_window(state, end)
@@ -342,17 +348,6 @@ class Engine:
             ),
             None,
         )
-        kinds = input_kinds or {}
-        inputs = [
-            InputSummary(
-                kind=kinds.get(name, "file"),  # type: ignore[arg-type]
-                name=name,
-                records=s.records,
-                first_ts=s.first_ts,
-                last_ts=s.last_ts,
-            )
-            for name, s in self._sources.items()
-        ]
         return Diagnosis(
             inputs=inputs,
             primary=primary,
@@ -360,7 +355,7 @@ class Engine:
             unit=unit,
             engine=engine,
             phase_reached=self._phase_reached(),
-            attempts=len(self._attempt_starts) + 1 if self._sources else 0,
+            attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
         )
 
     def _phase_reached(self) -> str | None:
@@ -666,9 +661,10 @@ def diagnose(
     facts: Iterable[Pattern] = (),
     observed_until: datetime | None = None,
     hang_after: float | None = None,
+    inputs: list[InputSummary] | None = None,
 ) -> Diagnosis:
     """Run ``signatures`` over ``events`` and rank what they find."""
     engine = Engine(signatures, facts=facts, hang_after=hang_after)
     for event in events:
         engine.feed(event)
-    return engine.finish(observed_until=observed_until)
+    return engine.finish(observed_until=observed_until, inputs=inputs)

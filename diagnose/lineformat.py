@@ -40,7 +40,7 @@ _JOURNAL_MARKER = re.compile(
 )
 
 _SGLANG = re.compile(
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{3})?"
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](?P<ms>\d{3}))?"
     r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?(?P<msg>.*)$"
 )
 _VLLM = re.compile(
@@ -141,7 +141,7 @@ class LineParser:
             self.year = int(sglang.group("ts")[:4])
             if record.ts is None:
                 record.ts = datetime.strptime(sglang.group("ts"), "%Y-%m-%d %H:%M:%S").replace(
-                    tzinfo=timezone.utc
+                    microsecond=int(sglang.group("ms") or 0) * 1000, tzinfo=timezone.utc
                 )
             record.stream += "|" + (record.rank or "main")
             return

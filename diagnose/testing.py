@@ -12,9 +12,8 @@ from diagnose import expr
 from diagnose.engine import Engine
 from diagnose.library import load_facts
 from diagnose.signature import Example, Signature
-from diagnose.sources.files import events_from_lines
-
-EXAMPLE_YEAR = 2026
+from diagnose.commands.file import run_logs
+from diagnose.sources.files import LogInput
 
 
 @dataclass
@@ -31,17 +30,20 @@ class ExampleResult:
         return f"{self.signature}::{self.case}"
 
 
-def run_log(signatures: list[Signature], text: str, name: str = "example.log") -> Engine:
-    """An engine that has read ``text`` and finished; see ``.values`` and the diagnosis."""
+def run_log(
+    signatures: list[Signature], text: str, name: str = "example.log"
+) -> tuple[Engine, LogInput]:
+    """An engine that has read ``text`` the way ``diagnose file`` reads a file."""
     engine = Engine(signatures, facts=load_facts())
-    for event in events_from_lines(text.splitlines(), name, EXAMPLE_YEAR):
-        engine.feed(event)
-    return engine
+    log = LogInput.from_text(text, name)
+    run_logs(engine, [log])
+    return engine, log
 
 
 def check_example(signature: Signature, example: Example, positive: bool) -> ExampleResult:
-    engine = run_log([signature], example.log)
-    findings = [f for f in engine.finish().findings if f.signature == signature.id]
+    engine, log = run_log([signature], example.log)
+    diagnosis = engine.finish(inputs=[log.summary()])
+    findings = [f for f in diagnosis.findings if f.signature == signature.id]
     problems: list[str] = []
     if positive and not findings:
         problems.append("expected a finding; none matched")

@@ -10,6 +10,7 @@ from diagnose.engine import Engine
 from diagnose.errors import UserError
 from diagnose.library import load_facts, load_library
 from diagnose.models import Diagnosis
+from diagnose.scan import NeedleScanner
 from diagnose.sources.files import LogInput, events
 
 Warn = Callable[[str], None]
@@ -31,17 +32,27 @@ def diagnose_files(
         arguments = ["-"]
     engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
     logs = [LogInput.from_argument(argument) for argument in arguments]
-    for log in logs:
-        for event in events(log):
-            engine.feed(event)
-        for warning in log.warnings:
-            warn(warning)
+    run_logs(engine, logs, warn)
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
-    diagnosis = engine.finish(input_kinds={log.name: log.kind for log in logs})
+    diagnosis = engine.finish(inputs=[log.summary() for log in logs])
     if sum(i.records for i in diagnosis.inputs) == 0:
         names = ", ".join(log.name for log in logs)
         raise UserError(
             f"{names}: no log lines to read", help="check the file, or the command that made it"
         )
     return diagnosis
+
+
+def run_logs(engine: Engine, logs: list[LogInput], warn: Warn | None = None) -> None:
+    """Feed every log through ``engine``, one after the other, on one timeline of positions."""
+    needles = engine.needles()
+    scanner = NeedleScanner(needles) if needles else None
+    first_seq = 0
+    for log in logs:
+        for event in events(log, scanner, first_seq):
+            engine.feed(event)
+        first_seq += log.lines
+        for warning in log.warnings:
+            if warn is not None:
+                warn(warning)

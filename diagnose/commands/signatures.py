@@ -92,8 +92,8 @@ def lint(signatures: list[Signature]) -> list[LintProblem]:
             problem("no patch and no patch_note saying why no config change helps")
         chosen = set()
         for example in signature.examples.positive:
-            engine = run_log([signature], example.log)
-            engine.finish()
+            engine, log = run_log([signature], example.log)
+            engine.finish(inputs=[log.summary()])
             values = engine.values.get(signature.id)
             if values is not None:
                 chosen.add(choose_patch(signature, values))

@@ -1,4 +1,13 @@
-"""Saved logs: plain files, gzip files and standard input, read as a stream."""
+"""Saved logs: plain files, gzip files, standard input and in-memory text, read as a stream.
+
+Two ways through a log, with the same result:
+
+* ``scanned_events`` (the default): reads 8 MiB chunks of bytes, finds the lines that hold
+  any needle of the library in one pass over each chunk (``diagnose.scan``), and decodes and
+  parses only those, plus the lines that follow a ``Traceback`` header. Line numbers come
+  from counting newlines between candidates. Cost is set by the few interesting lines.
+* ``line_events``: parses every line; used when a signature has a pattern without needles.
+"""
 
 from __future__ import annotations
 
@@ -10,29 +19,43 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
 from diagnose.errors import UserError
 from diagnose.lineformat import LineParser, year_hint
-from diagnose.records import Event
-from diagnose.tracebacks import TracebackGrouper
+from diagnose.models import InputSummary
+from diagnose.records import Event, Record
+from diagnose.scan import NeedleScanner
+from diagnose.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START, TracebackGrouper
 
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""
+CHUNK_BYTES = 8 << 20
 YEAR_LOOKAHEAD = 256
+HEAD_LINES = 256
+"""The scanned path parses the first lines of an input whatever they hold."""
+TAIL_LINES = 64
+"""How far back from the end to look for the last timestamp of an input."""
 _GZIP_MAGIC = b"\x1f\x8b"
+_TRACEBACK = TRACEBACK_START.encode()
+_READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
 @dataclass
 class LogInput:
-    """One saved log to read; ``name`` is how reports refer to it."""
+    """One saved log to read; ``name`` is how reports refer to it. Reading fills the stats."""
 
     path: Path | None
     name: str
     kind: str = "file"
+    data: bytes | None = None
+    """In-memory content (examples, tests) instead of a path or stdin."""
     warnings: list[str] = field(default_factory=list)
+    lines: int = 0
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
 
     @classmethod
     def from_argument(cls, argument: str) -> LogInput:
@@ -40,21 +63,25 @@ class LogInput:
             return cls(path=None, name="<stdin>", kind="stdin")
         return cls(path=Path(argument), name=argument)
 
+    @classmethod
+    def from_text(cls, text: str, name: str = "example.log") -> LogInput:
+        return cls(path=None, name=name, data=text.encode("utf-8"))
 
-def _open(log: LogInput) -> BinaryIO:
-    handle: io.BufferedReader = sys.stdin.buffer if log.path is None else _open_path(log.path)  # type: ignore[assignment]
-    if handle.peek(2)[:2] == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
-    return handle
+    def summary(self) -> InputSummary:
+        return InputSummary(
+            kind=self.kind,  # type: ignore[arg-type]
+            name=self.name,
+            records=self.lines,
+            first_ts=self.first_ts,
+            last_ts=self.last_ts,
+        )
 
 
 def _open_path(path: Path) -> io.BufferedReader:
     try:
         if path.is_dir():
-            raise UserError(
-                f"{path}: is a directory", help="pass log files, or use -D with journal"
-            )
-        handle = path.open("rb")
+            raise UserError(f"{path}: is a directory", help="pass log files, not a directory")
+        return path.open("rb")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except PermissionError:
@@ -63,38 +90,68 @@ def _open_path(path: Path) -> io.BufferedReader:
         ) from None
     except OSError as error:
         raise UserError(f"{path}: cannot open: {error.strerror}") from None
+
+
+def _open(log: LogInput) -> BinaryIO:
+    if log.data is not None:
+        handle: io.BufferedReader = io.BufferedReader(io.BytesIO(log.data))  # type: ignore[arg-type]
+    elif log.path is None:
+        handle = sys.stdin.buffer  # type: ignore[assignment]
+    else:
+        handle = _open_path(log.path)
+    if handle.peek(2)[:2] == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
     return handle
 
 
-def raw_lines(log: LogInput) -> Iterator[str]:
-    """Decoded physical lines, each cut at ``MAX_LINE_BYTES``; never the whole file at once."""
+def _close(log: LogInput, stream: BinaryIO) -> None:
+    if log.path is not None or log.data is not None:
+        stream.close()
+
+
+def raw_chunks(log: LogInput) -> Iterator[bytes]:
+    """Chunks of whole lines, each ending in a newline; a line over ``MAX_LINE_BYTES`` keeps
+    its head and the rest is skipped, so no chunk grows without bound."""
     stream = _open(log)
+    rest = b""
+    skipping = False
     try:
         while True:
             try:
-                chunk = stream.readline(MAX_LINE_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+                block = stream.read(CHUNK_BYTES)
+            except _READ_ERRORS as error:
                 log.warnings.append(
                     f"{log.name}: compressed data ends early ({error}); read what came before"
                 )
+                block = b""
+            if not block:
+                if rest and not skipping:
+                    yield rest + b"\n"
                 return
-            if not chunk:
-                return
-            if not chunk.endswith(b"\n"):
-                while True:  # skip the rest of an over-long line
-                    try:
-                        rest = stream.readline(MAX_LINE_BYTES)
-                    except (EOFError, gzip.BadGzipFile, zlib.error):
-                        rest = b""
-                    if not rest or rest.endswith(b"\n"):
-                        break
-            yield chunk.rstrip(b"\n").decode("utf-8", "replace")
+            if skipping:
+                newline = block.find(b"\n")
+                if newline < 0:
+                    continue
+                block, skipping = block[newline + 1 :], False
+            data = rest + block
+            cut = data.rfind(b"\n") + 1
+            tail = data[cut:]
+            if len(tail) > MAX_LINE_BYTES:
+                rest, skipping = b"", True
+                yield data[:cut] + tail[:MAX_LINE_BYTES] + b"\n"
+                continue
+            rest = tail
+            if cut:
+                yield data[:cut]
     finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+        _close(log, stream)
 
 
-def _default_year(log: LogInput, head: list[str]) -> int:
+def _decode(line: bytes) -> str:
+    return line[:MAX_LINE_BYTES].decode("utf-8", "replace")
+
+
+def _default_year(log: LogInput, head: Iterable[str]) -> int:
     for line in head:
         year = year_hint(line)
         if year:
@@ -107,25 +164,118 @@ def _default_year(log: LogInput, head: list[str]) -> int:
     return datetime.now(tz=timezone.utc).year
 
 
-def events(log: LogInput, first_seq: int = 0) -> Iterator[Event]:
-    """Events of one saved log: lines, with Python tracebacks grouped."""
-    lines = raw_lines(log)
-    head = list(islice(lines, YEAR_LOOKAHEAD))
-    yield from events_from_lines(chain(head, lines), log.name, _default_year(log, head), first_seq)
+def _last_timestamp(parser: LineParser, tail: list[bytes]) -> datetime | None:
+    """The timestamp of the last line that has one (a copy of the parser keeps its year)."""
+    probe = LineParser(parser.source, parser.year)
+    for line in reversed(tail):
+        record = probe.parse(None, _decode(line))
+        if record is not None and record.ts is not None:
+            return record.ts
+    return None
 
 
-def events_from_lines(
-    lines: Iterable[str], name: str, default_year: int, first_seq: int = 0
-) -> Iterator[Event]:
-    """Events from decoded lines: parsed one by one, tracebacks grouped."""
-    parser = LineParser(name, default_year)
+class _Stats:
+    """First and last timestamps of an input, from its records as they pass."""
+
+    def __init__(self, log: LogInput) -> None:
+        self.log = log
+
+    def see(self, record: Record) -> None:
+        if record.ts is None:
+            return
+        if self.log.first_ts is None:
+            self.log.first_ts = record.ts
+        if self.log.last_ts is None or record.ts > self.log.last_ts:
+            self.log.last_ts = record.ts
+
+
+def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) -> Iterator[Event]:
+    """Events of the lines that hold a needle, and of the tracebacks they start."""
+    parser: LineParser | None = None
     grouper = TracebackGrouper()
-    seq = first_seq
-    for line_no, line in enumerate(lines, 1):
+    stats = _Stats(log)
+    lines_before = 0
+    context_left = HEAD_LINES  # the head tells the engine, the year and the first timestamp
+    tail: list[bytes] = []
+    for chunk in raw_chunks(log):
+        if parser is None:
+            head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]
+            parser = LineParser(log.name, _default_year(log, (_decode(h) for h in head)))
+        spans: list[tuple[int, int]] = []
+        cursor = 0
+
+        def take_context(count: int) -> int:
+            """Add up to ``count`` lines from ``cursor`` as candidates; returns how many are left."""
+            nonlocal cursor
+            while count and cursor < len(chunk):
+                end = chunk.index(b"\n", cursor)
+                spans.append((cursor, end))
+                cursor = end + 1
+                count -= 1
+            return count
+
+        context_left = take_context(context_left)
+        for match_end in scanner.ends(chunk):
+            if match_end <= cursor:
+                continue
+            start = chunk.rfind(b"\n", 0, match_end) + 1
+            end = chunk.index(b"\n", match_end - 1)
+            spans.append((start, end))
+            cursor = end + 1
+            if _TRACEBACK in chunk[start:end]:
+                context_left = take_context(MAX_TRACEBACK_LINES)
+        counted_at, counted = 0, lines_before
+        for start, end in spans:
+            counted += chunk.count(b"\n", counted_at, start)
+            counted_at = start
+            record = parser.parse(counted + 1, _decode(chunk[start:end]))
+            if record is None:
+                continue
+            record.seq = first_seq + counted + 1
+            stats.see(record)
+            yield from grouper.feed(record, record.seq)
+        lines_before += chunk.count(b"\n")
+        tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
+    log.lines = lines_before
+    if parser is not None:
+        last = _last_timestamp(parser, tail)
+        if last is not None and (log.last_ts is None or last > log.last_ts):
+            log.last_ts = last
+    yield from grouper.flush()
+
+
+def line_events(log: LogInput, first_seq: int = 0) -> Iterator[Event]:
+    """Events of every line: the path for signatures whose patterns have no needles."""
+
+    def lines() -> Iterator[str]:
+        for chunk in raw_chunks(log):
+            for line in chunk.split(b"\n")[:-1]:
+                yield _decode(line)
+
+    yield from events_from_lines(lines(), log, first_seq)
+
+
+def events_from_lines(lines: Iterable[str], log: LogInput, first_seq: int = 0) -> Iterator[Event]:
+    """Events from decoded lines: each parsed, tracebacks grouped; fills the input's stats."""
+    iterator = iter(lines)
+    head = [line for _, line in zip(range(YEAR_LOOKAHEAD), iterator)]
+    parser = LineParser(log.name, _default_year(log, head))
+    grouper = TracebackGrouper()
+    stats = _Stats(log)
+    line_no = 0
+    for line_no, line in enumerate(chain(head, iterator), 1):
         record = parser.parse(line_no, line)
         if record is None:
             continue
-        seq += 1
-        record.seq = seq
-        yield from grouper.feed(record, seq)
+        record.seq = first_seq + line_no
+        stats.see(record)
+        yield from grouper.feed(record, record.seq)
+    log.lines = line_no
     yield from grouper.flush()
+
+
+def events(log: LogInput, scanner: NeedleScanner | None, first_seq: int = 0) -> Iterator[Event]:
+    """The scanned path when there is a scanner, else every line."""
+    if scanner is None:
+        return line_events(log, first_seq)
+    return scanned_events(log, scanner, first_seq)

@@ -1,0 +1,62 @@
+"""Find the few interesting lines of a large log without looking at every line in Python.
+
+All literal needles of the library are searched at once over whole chunks of bytes:
+with Hyperscan where its wheel exists (x86_64 Linux), else with an Aho-Corasick automaton
+(pyahocorasick) over the chunk read as Latin-1, so that character offsets are byte offsets.
+Only lines that hold a needle are decoded and parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class NeedleScanner:
+    """Offsets (in a chunk of bytes) where any needle ends."""
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        self.needles = sorted({n for n in needles if n})
+        if not self.needles:
+            raise ValueError("a scanner needs at least one needle")
+        self.backend = ""
+        self._hyperscan = None
+        self._automaton = None
+        try:
+            import hyperscan
+        except ImportError:
+            hyperscan = None
+        if hyperscan is not None:
+            database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            encoded = [n.encode("utf-8") for n in self.needles]
+            database.compile(
+                expressions=encoded,
+                ids=list(range(len(encoded))),
+                elements=len(encoded),
+                flags=[0] * len(encoded),
+                literal=True,
+            )
+            self._hyperscan = database
+            self.backend = "hyperscan"
+            return
+        import ahocorasick
+
+        automaton = ahocorasick.Automaton()
+        for index, needle in enumerate(self.needles):
+            automaton.add_word(needle.encode("utf-8").decode("latin-1"), index)
+        automaton.make_automaton()
+        self._automaton = automaton
+        self.backend = "pyahocorasick"
+
+    def ends(self, chunk: bytes) -> list[int]:
+        """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""
+        if self._hyperscan is not None:
+            found: list[int] = []
+
+            def on_match(_id: int, _start: int, end: int, _flags: int, _context: object) -> None:
+                found.append(end)
+
+            self._hyperscan.scan(chunk, match_event_handler=on_match)
+            found.sort()
+            return found
+        assert self._automaton is not None
+        return [end + 1 for end, _ in self._automaton.iter(chunk.decode("latin-1"))]
