@@ -30,7 +30,6 @@ from diagnose.models import (
 )
 from diagnose.phases import PHASE_ORDER, PHASES, phase_of
 from diagnose.records import Event, Record
-from diagnose.tracebacks import TRACEBACK_START
 from diagnose.signature import (
     AbsenceMatch,
     CountMatch,
@@ -39,6 +38,7 @@ from diagnose.signature import (
     SequenceMatch,
     Signature,
 )
+from diagnose.tracebacks import TRACEBACK_START
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64

@@ -9,6 +9,7 @@ Only lines that hold a needle are decoded and parsed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 class NeedleScanner:
@@ -21,6 +22,7 @@ class NeedleScanner:
         self.backend = ""
         self._hyperscan = None
         self._automaton = None
+        hyperscan: Any
         try:
             import hyperscan
         except ImportError:

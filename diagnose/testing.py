@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose import expr
+from diagnose.commands.file import run_logs
 from diagnose.engine import Engine
 from diagnose.library import load_facts
 from diagnose.signature import Example, Signature
-from diagnose.commands.file import run_logs
 from diagnose.sources.files import LogInput
 
 

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -189,6 +189,19 @@ class _Stats:
             self.log.last_ts = record.ts
 
 
+def _take_lines(
+    chunk: bytes, cursor: int, count: int, spans: list[tuple[int, int]]
+) -> tuple[int, int]:
+    """Add up to ``count`` whole lines from ``cursor`` to ``spans``; the new cursor, and how
+    many lines are still to take from the next chunk."""
+    while count and cursor < len(chunk):
+        end = chunk.index(b"\n", cursor)
+        spans.append((cursor, end))
+        cursor = end + 1
+        count -= 1
+    return cursor, count
+
+
 def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) -> Iterator[Event]:
     """Events of the lines that hold a needle, and of the tracebacks they start."""
     parser: LineParser | None = None
@@ -202,19 +215,7 @@ def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) ->
             head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]
             parser = LineParser(log.name, _default_year(log, (_decode(h) for h in head)))
         spans: list[tuple[int, int]] = []
-        cursor = 0
-
-        def take_context(count: int) -> int:
-            """Add up to ``count`` lines from ``cursor`` as candidates; returns how many are left."""
-            nonlocal cursor
-            while count and cursor < len(chunk):
-                end = chunk.index(b"\n", cursor)
-                spans.append((cursor, end))
-                cursor = end + 1
-                count -= 1
-            return count
-
-        context_left = take_context(context_left)
+        cursor, context_left = _take_lines(chunk, 0, context_left, spans)
         for match_end in scanner.ends(chunk):
             if match_end <= cursor:
                 continue
@@ -223,7 +224,7 @@ def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) ->
             spans.append((start, end))
             cursor = end + 1
             if _TRACEBACK in chunk[start:end]:
-                context_left = take_context(MAX_TRACEBACK_LINES)
+                cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
         counted_at, counted = 0, lines_before
         for start, end in spans:
             counted += chunk.count(b"\n", counted_at, start)
@@ -258,7 +259,7 @@ def line_events(log: LogInput, first_seq: int = 0) -> Iterator[Event]:
 def events_from_lines(lines: Iterable[str], log: LogInput, first_seq: int = 0) -> Iterator[Event]:
     """Events from decoded lines: each parsed, tracebacks grouped; fills the input's stats."""
     iterator = iter(lines)
-    head = [line for _, line in zip(range(YEAR_LOOKAHEAD), iterator)]
+    head = list(islice(iterator, YEAR_LOOKAHEAD))
     parser = LineParser(log.name, _default_year(log, head))
     grouper = TracebackGrouper()
     stats = _Stats(log)
