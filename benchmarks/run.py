@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.generate_log import generate, parse_size  # noqa: E402
-from diagnose.library import load_facts, load_library  # noqa: E402
+from benchmarks.generate_log import generate, parse_size
+from diagnose.library import load_facts, load_library
 
 _ERE_REWRITES = [
     (re.compile(r"\(\?P<\w+>"), "("),
