@@ -15,6 +15,9 @@ from diagnose import __version__
 from diagnose.commands import report
 from diagnose.commands import signatures as signature_commands
 from diagnose.commands.file import diagnose_files
+from diagnose.commands.journal import JournalOptions, diagnose_journal
+from diagnose.commands.journal import apply as apply_dropin
+from diagnose.commands.watch import run_watch
 from diagnose.errors import ExitCode, UserError
 from diagnose.library import load_library
 from diagnose.signature import parse_duration
@@ -111,6 +114,119 @@ def file_command(
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
     diagnosis = diagnose_files(
         paths or [], signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+    )
+    report.emit(diagnosis, fmt.value, output, no_redact)
+    raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
+
+
+@app.command("journal")
+def journal_command(
+    unit: Annotated[str, typer.Option("--unit", "-u", help="The unit, as journalctl -u takes it.")],
+    invocations: Annotated[
+        int | None,
+        typer.Option(help="The last N start attempts (default: the last, with its restart loop)."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", "-S", help="journalctl's --since.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", "-U", help="journalctl's --until.")
+    ] = None,
+    boot: Annotated[
+        str | None,
+        typer.Option("--boot", "-b", help="Boot ID, or offset: 0 this boot, -1 the one before."),
+    ] = None,
+    files: Annotated[
+        list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
+    ] = None,
+    directory: Annotated[
+        Path | None, typer.Option("--directory", "-D", help="Read the journal files in DIR.")
+    ] = None,
+    unit_file: Annotated[
+        Path | None, typer.Option(help="The unit file to patch (default: systemctl cat UNIT).")
+    ] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Write the fix as UNIT.d/50-diagnose.conf (no restart).")
+    ] = False,
+    root: Annotated[
+        Path | None, typer.Option(help="Operate on this root directory (unit files and --apply).")
+    ] = None,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Take no nvidia-smi snapshot.")] = False,
+    fmt: FormatOption = Format.text,
+    output: OutputOption = None,
+    signature_dirs: SignatureDirs = None,
+    fail_on: FailOnOption = FailOn.error,
+    hang_after: HangAfterOption = None,
+    no_redact: NoRedactOption = False,
+) -> None:
+    """Diagnose a unit from the journal: its last start attempt (or restart loop), with the
+    kernel's and systemd's lines of that time, patched against the unit's real config."""
+    options = JournalOptions(
+        unit=unit,
+        files=files or [],
+        directory=directory,
+        boot=boot,
+        since=since,
+        until=until,
+        invocations=invocations,
+        unit_file=unit_file,
+        root=root,
+        gpu=not no_gpu,
+    )
+    result = diagnose_journal(
+        options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+    )
+    typer.echo(f"diagnose: {result.scope.describe()}", err=True)
+    for note in result.notes:
+        typer.echo(f"diagnose: note: {note}", err=True)
+    report.emit(result.diagnosis, fmt.value, output, no_redact)
+    if apply:
+        applied = apply_dropin(result, root)
+        if applied.changed:
+            typer.echo(f"diagnose: wrote {applied.path}", err=True)
+            if applied.backup:
+                typer.echo(f"diagnose: the previous file is kept as {applied.backup}", err=True)
+        else:
+            typer.echo(
+                f"diagnose: {applied.path} already holds this fix; nothing written", err=True
+            )
+        typer.echo("diagnose: to use it, run:", err=True)
+        for command in applied.commands(result.diagnosis.unit or unit):
+            typer.echo(f"  {command}", err=True)
+    raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
+
+
+@app.command("watch")
+def watch_command(
+    path: Annotated[
+        str | None, typer.Argument(help="A growing log file, or - for a pipe (journalctl -f).")
+    ] = None,
+    unit: Annotated[
+        str | None, typer.Option("--unit", "-u", help="Follow this unit's journal.")
+    ] = None,
+    poll: Annotated[
+        str, typer.Option(help="How often to look at the clock when nothing arrives.")
+    ] = "1s",
+    exit_on_finding: Annotated[
+        bool, typer.Option("--exit-on-finding", help="Stop at the first error-level finding.")
+    ] = False,
+    fmt: FormatOption = Format.text,
+    output: OutputOption = None,
+    signature_dirs: SignatureDirs = None,
+    fail_on: FailOnOption = FailOn.error,
+    hang_after: HangAfterOption = None,
+    no_redact: NoRedactOption = False,
+) -> None:
+    """Follow a start live: phases as they pass, findings the moment they fire."""
+    diagnosis = run_watch(
+        path,
+        unit,
+        signature_dirs or [],
+        _duration(hang_after, "--hang-after"),
+        _duration(poll, "--poll") or 1.0,
+        exit_on_finding,
+        interactive=sys.stderr.isatty() and output is None,
+        echo=lambda line: typer.echo(line, err=True),
     )
     report.emit(diagnosis, fmt.value, output, no_redact)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))

@@ -307,15 +307,21 @@ class Engine:
 
     # -- finishing -------------------------------------------------------------------------
 
-    def pending_stalls(self, now: datetime) -> list[str]:
-        """Ids of absence signatures whose quiet span has already passed at ``now``."""
-        return [
-            s.signature.id
-            for s in self._states
-            if s.window is not None
-            and s.window.start is not None
-            and (now - s.window.start).total_seconds() >= self._within(s)
-        ]
+    def snapshot(self, now: datetime, inputs: list[InputSummary] | None = None) -> Diagnosis:
+        """What the engine would report if the input ended at ``now``, without ending it:
+        a live follower calls this on every tick, so a hang is reported when it is one."""
+        saved = [(state, state.window, list(state.fired), state.quiet_s) for state in self._states]
+        try:
+            return self.finish(observed_until=now, inputs=inputs)
+        finally:
+            for state, window, fired, quiet in saved:
+                state.window, state.fired, state.quiet_s = window, fired, quiet
+            self.values = {}
+
+    @property
+    def phase(self) -> str | None:
+        """The furthest startup phase of the current attempt."""
+        return self._phase_reached()
 
     def finish(
         self,
@@ -401,7 +407,8 @@ class Engine:
         )
         if isinstance(signature.match, AbsenceMatch):
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
-            values["threshold_minutes"] = round(self._within(state) / 60, 1)
+            values["quiet_for"] = _spoken_duration(state.quiet_s)
+            values["threshold"] = _spoken_duration(self._within(state))
         for name, arithmetic in signature.derived.items():
             number = arithmetic.value(values)
             if number is not None:
@@ -461,6 +468,15 @@ def _normalise_units(captures: dict[str, str]) -> dict[str, str]:
             size = float(quantity.group("number")) * _BYTES[quantity.group("unit")] / _BYTES[target]
             captures[name] = f"{size:.4f}".rstrip("0").rstrip(".")
     return captures
+
+
+def _spoken_duration(seconds: float) -> str:
+    """``45 seconds``, ``10.5 minutes``, ``2.3 hours``."""
+    if seconds < 90:
+        return f"{seconds:.0f} seconds"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} minutes".replace(".0 ", " ")
+    return f"{seconds / 3600:.1f} hours".replace(".0 ", " ")
 
 
 def _densest(hits: list[Hit], within: float) -> list[Hit]:

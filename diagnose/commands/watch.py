@@ -1,0 +1,205 @@
+"""``diagnose watch``: follow a start as it happens and report a finding the moment it fires.
+
+Hangs are judged against the clock: a startup step followed by silence is reported when the
+silence passes the threshold, not when the user gives up. The clock and the sleep are
+parameters, so tests drive time themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from diagnose.engine import Engine
+from diagnose.errors import UserError
+from diagnose.library import load_facts, load_library
+from diagnose.lineformat import LineParser
+from diagnose.models import Diagnosis, Finding, InputSummary, Severity
+from diagnose.records import Record
+from diagnose.render.live import finding_line, phase_line, status_panel
+from diagnose.sources.follow import follow, journal_follower, open_followed
+from diagnose.tracebacks import TracebackGrouper
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(tz=timezone.utc)
+
+
+_PLAUSIBLE_SKEW = timedelta(minutes=1)
+
+
+@dataclass
+class PhaseChange:
+    phase: str
+    at: datetime
+
+
+@dataclass
+class Watcher:
+    """Feeds lines to an engine as they arrive and says what is new on each tick."""
+
+    engine: Engine
+    name: str
+    clock: Clock = system_clock
+    lines: int = 0
+    phase: str | None = None
+    phase_since: datetime | None = None
+    last_line: str = ""
+    reported: set[str] = field(default_factory=set)
+    _parser: LineParser = field(init=False)
+    _grouper: TracebackGrouper = field(init=False, default_factory=TracebackGrouper)
+    _first_ts: datetime | None = None
+
+    def __post_init__(self) -> None:
+        self._parser = LineParser(self.name, self.clock().year)
+
+    def _timestamp(self, record: Record, now: datetime) -> datetime:
+        """Journal JSON stamps are UTC; text stamps are this machine's local time. A stamp
+        that cannot be right (missing, or in the future) is replaced by the arrival time."""
+        stamp = record.ts
+        if stamp is not None and record.cursor is None:
+            stamp = stamp.replace(tzinfo=None).astimezone(timezone.utc)
+        if stamp is None or stamp > now + _PLAUSIBLE_SKEW:
+            return now
+        return stamp
+
+    def feed(self, lines: Iterable[str]) -> list[PhaseChange]:
+        now = self.clock()
+        changes = []
+        for text in lines:
+            self.lines += 1
+            record = self._parser.parse(self.lines, text)
+            if record is None:
+                continue
+            record.ts = self._timestamp(record, now)
+            record.seq = self.lines
+            self.last_line = record.text
+            self._first_ts = self._first_ts or record.ts
+            for event in self._grouper.feed(record, record.seq):
+                self.engine.feed(event)
+            phase = self.engine.phase
+            if phase is not None and phase != self.phase:
+                self.phase, self.phase_since = phase, record.ts
+                changes.append(PhaseChange(phase, record.ts))
+        return changes
+
+    def idle(self) -> None:
+        """Nothing arrived for a poll interval: a finished traceback is complete."""
+        for event in self._grouper.flush():
+            self.engine.feed(event)
+
+    def diagnosis(self) -> Diagnosis:
+        now = self.clock()
+        kind = "journal" if self.name.startswith("journal:") else "file"
+        summary = InputSummary(
+            kind="stdin" if self.name == "<stdin>" else kind,  # type: ignore[arg-type]
+            name=self.name,
+            records=self.lines,
+            first_ts=self._first_ts,
+            last_ts=now,
+        )
+        return self.engine.snapshot(now, inputs=[summary])
+
+    def new_findings(self, diagnosis: Diagnosis) -> list[Finding]:
+        fresh = [f for f in diagnosis.findings if f.signature not in self.reported]
+        self.reported.update(f.signature for f in fresh)
+        return fresh
+
+
+def watch(
+    watcher: Watcher,
+    batches: Iterable[list[str]],
+    on_phase: Callable[[PhaseChange], None],
+    on_finding: Callable[[Finding, Diagnosis], None],
+    on_tick: Callable[[Watcher], None] = lambda _: None,
+    exit_on: Severity | None = None,
+) -> Diagnosis:
+    """Run until the input ends, or until a finding reaches ``exit_on``; the last diagnosis."""
+    diagnosis = watcher.diagnosis()
+    for batch in batches:
+        if batch:
+            for change in watcher.feed(batch):
+                on_phase(change)
+        else:
+            watcher.idle()
+        diagnosis = watcher.diagnosis()
+        for finding in watcher.new_findings(diagnosis):
+            on_finding(finding, diagnosis)
+        on_tick(watcher)
+        if exit_on is not None and any(f.severity.rank >= exit_on.rank for f in diagnosis.findings):
+            return diagnosis
+    watcher.idle()
+    return watcher.diagnosis()
+
+
+def run_watch(
+    path: str | None,
+    unit: str | None,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    poll: float,
+    exit_on_finding: bool,
+    interactive: bool,
+    echo: Callable[[str], None],
+) -> Diagnosis:
+    """Follow a file, a pipe or a unit's journal until it ends, a finding stops it (with
+    ``exit_on_finding``), or the user presses Ctrl-C; then return the diagnosis so far."""
+    if (path is None) == (unit is None):
+        raise UserError("watch needs a log file, - for a pipe, or -u UNIT (one of them)")
+    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    process = None
+    if unit is not None:
+        stream, process = journal_follower(unit)
+        name, is_pipe = f"journal:{unit}", True
+    else:
+        assert path is not None
+        stream, is_pipe = open_followed(path)
+        name = "<stdin>" if path == "-" else path
+    watcher = Watcher(engine, name)
+    batches = follow(stream, poll, is_pipe=is_pipe)
+    exit_on = Severity.ERROR if exit_on_finding else None
+    try:
+        if interactive:
+            return _watch_live(watcher, batches, exit_on)
+        return watch(
+            watcher,
+            batches,
+            on_phase=lambda change: echo(phase_line(change.phase, change.at)),
+            on_finding=lambda finding, _: echo(finding_line(finding, watcher.clock())),
+            exit_on=exit_on,
+        )
+    except KeyboardInterrupt:
+        return watcher.diagnosis()
+    finally:
+        if process is not None:
+            process.terminate()
+
+
+def _watch_live(
+    watcher: Watcher, batches: Iterable[list[str]], exit_on: Severity | None
+) -> Diagnosis:
+    console = Console(stderr=True)
+    found: list[Finding] = []
+
+    def panel() -> RenderableType:
+        return status_panel(
+            watcher.name, watcher.phase, watcher.phase_since, watcher.clock(),
+            watcher.lines, watcher.last_line, found,
+        )  # fmt: skip
+
+    with Live(panel(), console=console, refresh_per_second=4, transient=False) as live:
+        return watch(
+            watcher,
+            batches,
+            on_phase=lambda _: None,
+            on_finding=lambda finding, _: found.append(finding),
+            on_tick=lambda _: live.update(panel()),
+            exit_on=exit_on,
+        )
