@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from diagnose.models import Patch
 
@@ -18,11 +19,18 @@ def _quote_assignment(key: str, value: str) -> str:
     return assignment
 
 
-def render_dropin(patch: Patch, unit: str | None, exec_start: str | None = None) -> str | None:
+def render_dropin(
+    patch: Patch,
+    unit: str | None,
+    exec_start: str | None = None,
+    notes: Sequence[str] = (),
+) -> str | None:
     """The drop-in text for ``unit``, or None when the unit is unknown.
 
     Without the unit's command line (``exec_start``), launch flags cannot be set from a
-    drop-in, so they are written as comments that say what to add or remove.
+    drop-in, so they are written as comments that say what to add or remove. With it, the
+    drop-in resets ``ExecStart=`` and repeats the whole new command line. ``notes`` become
+    comment lines under the header (what the drop-in changes in the effective unit).
     """
     if unit is None or patch.is_empty():
         return None
@@ -47,6 +55,7 @@ def render_dropin(patch: Patch, unit: str | None, exec_start: str | None = None)
                 service.append("#   remove: " + " ".join(patch.args_remove))
             service.append(f"# (diagnose journal -u {unit} writes the full ExecStart= for you)")
     header = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n"
+    header += "".join(f"# {note}\n" for note in notes)
     body = "\n\n".join(
         f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items() if lines
     )

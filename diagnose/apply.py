@@ -1,0 +1,89 @@
+"""``--apply``: write a drop-in as ``/etc/systemd/system/UNIT.d/50-diagnose.conf``.
+
+The write is atomic (a temporary file in the same directory, then ``os.replace``); a file
+it replaces is kept as ``50-diagnose.conf.bak`` (systemd reads only ``*.conf``); writing
+the same text again changes nothing. It never reloads or restarts anything: it says which
+commands to run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnose.dropin import DROPIN_NAME
+from diagnose.errors import UserError
+
+DROPIN_DIR = "etc/systemd/system"
+_UNIT = re.compile(r"^[A-Za-z0-9_.:@\\-]+\.(?:service|socket|mount|timer|path|slice|scope|target)$")
+
+
+@dataclass(frozen=True)
+class Applied:
+    path: Path
+    changed: bool
+    backup: Path | None
+
+    def commands(self, unit: str) -> list[str]:
+        return ["systemctl daemon-reload", f"systemctl restart {unit}"]
+
+
+def dropin_path(unit: str, root: Path = Path("/")) -> Path:
+    """Where the drop-in goes; refuses a unit name or a symlink that leads out of it."""
+    if not _UNIT.match(unit) or unit.startswith(".") or ".." in unit:
+        raise UserError(f"{unit!r}: not a unit name I can write a drop-in for")
+    base = (root / DROPIN_DIR).resolve()
+    target = root / DROPIN_DIR / f"{unit}.d" / DROPIN_NAME
+    resolved_dir = target.parent.resolve()
+    if resolved_dir.parent != base or resolved_dir.name != f"{unit}.d":
+        raise UserError(
+            f"{target.parent}: resolves to {resolved_dir}, outside {base}",
+            help="remove the symlink, or write the drop-in by hand",
+        )
+    if target.is_symlink():
+        raise UserError(f"{target}: is a symlink; refusing to write through it")
+    return target
+
+
+def apply_dropin(unit: str, text: str, root: Path = Path("/")) -> Applied:
+    """Write ``text`` as the unit's diagnose drop-in under ``root``."""
+    target = dropin_path(unit, root)
+    try:
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+    except OSError as error:
+        raise UserError(f"{target}: cannot read: {error.strerror}") from None
+    if current == text:
+        return Applied(target, changed=False, backup=None)
+    backup = None
+    try:
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if current is not None:
+            backup = target.with_name(DROPIN_NAME + ".bak")
+            _write(backup, current)
+        _write(target, text)
+    except PermissionError:
+        raise UserError(
+            f"{target}: permission denied", help="run with sudo, or --root DIR to write elsewhere"
+        ) from None
+    except OSError as error:
+        raise UserError(f"{target}: cannot write: {error.strerror}") from None
+    return Applied(target, changed=True, backup=backup)
+
+
+def _write(path: Path, text: str) -> None:
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed)
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(handle.name, 0o644)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

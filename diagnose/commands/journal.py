@@ -1,0 +1,175 @@
+"""``diagnose journal -u UNIT``: the real journal, scoped to the failed start, patched
+against the unit that really runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from diagnose import gpu
+from diagnose.apply import Applied, apply_dropin
+from diagnose.dropin import DROPIN_NAME
+from diagnose.engine import Engine
+from diagnose.errors import UserError
+from diagnose.library import load_facts, load_library
+from diagnose.models import Diagnosis, InputSummary
+from diagnose.records import Event
+from diagnose.sources import journal as source
+from diagnose.unit import UnitConfig, find_unit, load_unit_file, render_patch, systemctl_unit
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class JournalOptions:
+    unit: str
+    files: list[Path] = field(default_factory=list)
+    directory: Path | None = None
+    boot: str | None = None
+    since: str | None = None
+    until: str | None = None
+    invocations: int | None = None
+    unit_file: Path | None = None
+    root: Path | None = None
+    gpu: bool = True
+    reader: str | None = None
+    """``systemd-python`` or ``journalctl``; None: the first that is available."""
+
+
+@dataclass
+class JournalResult:
+    diagnosis: Diagnosis
+    scope: source.Scope
+    config: UnitConfig | None
+    notes: list[str]
+
+
+def _query(options: JournalOptions) -> source.JournalQuery:
+    for path in options.files:
+        if not path.is_file():
+            raise UserError(f"--file {path}: no such file", help="pass a .journal file")
+    if options.directory is not None and not options.directory.is_dir():
+        raise UserError(f"-D {options.directory}: not a directory")
+    if options.invocations is not None and options.invocations < 1:
+        raise UserError("--invocations: must be 1 or more")
+    since = source.parse_time(options.since) if options.since else None
+    until = source.parse_time(options.until) if options.until else None
+    if since and until and since > until:
+        raise UserError("--since is after --until")
+    return source.JournalQuery(
+        unit=source.unit_name(options.unit),
+        location=source.JournalLocation(list(options.files), options.directory),
+        boot=options.boot,
+        since=since,
+        until=until,
+        invocations=options.invocations,
+    )
+
+
+def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
+    """The unit as configured, without diagnose's own drop-in (patches replace it)."""
+    if options.unit_file is not None:
+        return load_unit_file(options.unit_file, unit, options.root)
+    if options.root is not None:
+        return find_unit(unit, options.root, exclude=[DROPIN_NAME])
+    if options.files or options.directory:
+        return None  # a journal from elsewhere: this machine's unit may not be that one
+    return systemctl_unit(unit, exclude=[DROPIN_NAME])
+
+
+def _patched(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diagnosis:
+    findings = []
+    for finding in diagnosis.findings:
+        if finding.patch is None:
+            findings.append(finding)
+            continue
+        rendered = render_patch(finding.patch, config)
+        patch = finding.patch.model_copy(update={"dropin": rendered.dropin})
+        update: dict[str, object] = {"patch": patch}
+        if rendered.note and finding.id == diagnosis.primary:
+            notes.append(f"{finding.signature}: {rendered.note}")
+        findings.append(finding.model_copy(update=update))
+    return diagnosis.model_copy(update={"findings": findings, "unit": config.name})
+
+
+def diagnose_journal(
+    options: JournalOptions, signature_dirs: list[Path], hang_after: float | None, warn: Say
+) -> JournalResult:
+    query = _query(options)
+    backend = source.open_backend(query.location, options.reader)
+    scope = source.select(query, backend)
+    if not scope.records:
+        where = query.location.describe()
+        raise UserError(
+            f"{query.unit}: no journal entries in {where}"
+            + (" in that time window" if query.since or query.until or query.boot else ""),
+            help="check the unit name (systemctl list-units --all 'NAME*'), and that you may "
+            "read the journal: run with sudo, or join the systemd-journal or adm group",
+        )
+    notes = list(scope.notes)
+    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    seq = 0
+    for event in source.events_from_records(scope.records):
+        seq = event.seq
+        engine.feed(event)
+    live = not (options.files or options.directory)
+    gpu_records = 0
+    if options.gpu and live:
+        shot = gpu.snapshot()
+        if shot.missing:
+            notes.append(f"missing evidence: {shot.missing}")
+        for record in shot.records():
+            seq += 1
+            record.seq = seq
+            gpu_records += 1
+            engine.feed(Event([record], seq))
+    elif options.gpu:
+        notes.append(
+            "missing evidence: no GPU snapshot (the journal comes from files; this machine's "
+            "GPUs now say nothing about it)"
+        )
+    for signature_id, reason in engine.skipped.items():
+        warn(f"{signature_id}: {reason}")
+    observed_until = datetime.now().astimezone() if live and not scope.attempts[-1].ended else None
+    stamps = [r.ts for r in scope.records if r.ts is not None]
+    inputs = [
+        InputSummary(
+            kind="journal",
+            name=scope.records[0].source,
+            records=len(scope.records),
+            first_ts=min(stamps, default=None),
+            last_ts=max(stamps, default=None),
+        )
+    ]
+    if gpu_records:
+        inputs.append(InputSummary(kind="file", name=gpu.SOURCE, records=gpu_records))
+    diagnosis = engine.finish(observed_until=observed_until, inputs=inputs)
+    config = load_config(options, query.unit)
+    if config is None:
+        if any(f.patch and (f.patch.args_add or f.patch.args_remove) for f in diagnosis.findings):
+            notes.append(
+                f"{query.unit}: unit file not found (pass --unit-file PATH): the drop-in "
+                "cannot repeat the command line with the changed flags"
+            )
+        diagnosis = diagnosis.model_copy(update={"unit": query.unit})
+    else:
+        notes += config.problems
+        notes += config.warnings
+        diagnosis = _patched(diagnosis, config, notes)
+    return JournalResult(diagnosis, scope, config, notes)
+
+
+def apply(result: JournalResult, root: Path | None) -> Applied:
+    """Write the primary finding's drop-in (``--apply``)."""
+    diagnosis = result.diagnosis
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None or primary.patch is None or not primary.patch.dropin:
+        raise UserError(
+            "--apply: nothing to write: no primary finding with a patch",
+            help="run without --apply to see the report",
+        )
+    return apply_dropin(
+        diagnosis.unit or result.scope.unit, primary.patch.dropin, root or Path("/")
+    )

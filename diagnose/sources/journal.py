@@ -1,0 +1,668 @@
+"""The systemd journal, read for one unit and scoped to its failed start.
+
+Two readers give the same entries: systemd-python (``pip install 'diagnose[journald]'``,
+imported here and nowhere else, only when used) and ``journalctl -o json`` in a subprocess
+when systemd-python is not installed. Both push the same matches down to the journal:
+
+* the unit: ``_SYSTEMD_UNIT=UNIT`` (its own output) or ``_PID=1 UNIT=UNIT`` (what systemd
+  says about it; ``journalctl -u`` in systemd 252 expands to the same two groups);
+* in the time window of the chosen start attempts: ``_TRANSPORT=kernel`` (OOM killer,
+  ``NVRM: Xid``) and journald's ``Suppressed N messages`` (MESSAGE_ID ``a596d6fe...``).
+
+Scoping (systemd before 257 has no ``journalctl --invocation``): entries are grouped by
+``_SYSTEMD_INVOCATION_ID`` (service output) or ``INVOCATION_ID`` (systemd's messages about
+that run; "Scheduled restart job" and "Stopped" belong to the old run, "Starting"/"Started"
+to the new one). By default the last start attempt is chosen, and with it every earlier
+attempt that failed and was restarted automatically (a restart loop). The unit's entries
+are read newest first, so the reading stops one attempt before the loop began.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from diagnose.errors import UserError
+from diagnose.lineformat import LineParser, journal_entry_record
+from diagnose.records import Event, Record
+from diagnose.tracebacks import TracebackGrouper
+
+JOURNAL_DROPPED_ID = "a596d6fe7bfa4994828e72309e95d61e"
+"""MESSAGE_ID of journald's ``Suppressed N messages from /system.slice/UNIT``."""
+KERNEL_SLACK = timedelta(seconds=30)
+"""Kernel lines this long after an attempt's last entry still belong to it."""
+
+RECORD_FIELDS = (
+    "MESSAGE",
+    "_HOSTNAME",
+    "_SYSTEMD_INVOCATION_ID",
+    "INVOCATION_ID",
+    "SYSLOG_IDENTIFIER",
+    "_PID",
+    "_TRANSPORT",
+    "_SYSTEMD_UNIT",
+    "UNIT",
+    "MESSAGE_ID",
+    "_BOOT_ID",
+)
+"""The fields a record is made of (the cursor and the time come with every entry)."""
+SCAN_FIELDS = ("MESSAGE", "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "_PID", "_BOOT_ID")
+
+_UNIT_NAME = re.compile(r"^[\w@.:\\-]+$")
+_SUFFIXES = (".service", ".socket", ".scope", ".target", ".timer", ".mount", ".slice", ".path")
+_JOB_START = re.compile(r"^(?:Starting|Started) (?P<unit>\S+?)(?: - .*|\.{3}|\.)?$")
+_EXITED = re.compile(
+    r"^\S+: (?:Main|Control) process exited, code=(?P<code>\w+), status=(?P<status>\S+)"
+)
+_SUPPRESSED = re.compile(r"^Suppressed (?P<count>\d+) messages from (?P<path>\S+)")
+_BOOT_ID = re.compile(r"^[0-9a-f]{32}$")
+_RELATIVE = re.compile(r"^(?P<sign>[+-])\s*(?P<amount>\d+(?:\.\d+)?)\s*(?P<unit>[a-z]*)$")
+_SPANS = {
+    "": 1,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+}
+
+Entry = dict[str, Any]
+
+
+def unit_name(name: str) -> str:
+    """``sglang-qwen`` -> ``sglang-qwen.service``; refuses names that are not unit names."""
+    name = name.strip()
+    if not name or not _UNIT_NAME.match(name) or ".." in name:
+        raise UserError(
+            f"{name!r}: not a unit name", help="pass it as journalctl -u takes it: sglang-qwen"
+        )
+    return name if name.endswith(_SUFFIXES) else f"{name}.service"
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """A journalctl-style time: ``@EPOCH``, ``-2h``, ``now``, ``today``, ``yesterday``,
+    ``YYYY-MM-DD[ HH:MM[:SS]]`` (local time unless it carries an offset)."""
+    now = now or datetime.now(timezone.utc)
+    value = text.strip()
+    lowered = value.lower()
+    if lowered.startswith("@"):
+        try:
+            return datetime.fromtimestamp(float(lowered[1:]), tz=timezone.utc)
+        except ValueError:
+            pass
+    elif lowered == "now":
+        return now
+    elif lowered in ("today", "yesterday", "tomorrow"):
+        midnight = now.astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight + timedelta(days={"today": 0, "yesterday": -1, "tomorrow": 1}[lowered])
+    elif (relative := _RELATIVE.match(lowered)) and relative.group("unit") in _SPANS:
+        seconds = float(relative.group("amount")) * _SPANS[relative.group("unit")]
+        return now + timedelta(seconds=seconds if relative.group("sign") == "+" else -seconds)
+    else:
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.astimezone()
+    raise UserError(
+        f"{text!r}: not a time I can read",
+        help="use '2026-03-03 11:50', '@1772538790', '-2h', 'today' or 'yesterday'",
+    )
+
+
+def _usec(stamp: datetime) -> int:
+    return round(stamp.timestamp() * 1_000_000)
+
+
+# -- the two readers ----------------------------------------------------------------------
+
+
+class Backend(Protocol):
+    name: str
+
+    def entries(
+        self,
+        groups: list[list[str]],
+        since: int | None,
+        until: int | None,
+        reverse: bool,
+        fields: Iterable[str],
+    ) -> Iterator[Entry]:
+        """Entries matching any of ``groups`` (each a list of ANDed ``FIELD=value``),
+        in time order (newest first when ``reverse``), bounds in microseconds inclusive."""
+        ...
+
+    def boots(self) -> list[str]:
+        """Boot IDs, oldest first."""
+        ...
+
+
+@dataclass
+class JournalLocation:
+    files: list[Path] = field(default_factory=list)
+    directory: Path | None = None
+
+    def describe(self) -> str:
+        if self.files:
+            return ", ".join(str(f) for f in self.files)
+        if self.directory is not None:
+            return str(self.directory)
+        return "the system journal"
+
+
+def _in_bounds(stamp: int, since: int | None, until: int | None) -> bool:
+    return (since is None or stamp >= since) and (until is None or stamp <= until)
+
+
+class PythonBackend:
+    """systemd-python's low-level reader (``_next``/``_get``): no per-entry conversion."""
+
+    name = "systemd-python"
+
+    def __init__(self, location: JournalLocation) -> None:
+        from systemd import _reader  # the optional extra: imported only here
+
+        self._reader_type = _reader._Reader
+        self.location = location
+
+    def _open(self) -> Any:
+        try:
+            if self.location.files:
+                return self._reader_type(0, files=[str(f) for f in self.location.files])
+            if self.location.directory is not None:
+                return self._reader_type(0, path=str(self.location.directory))
+            return self._reader_type(0)
+        except OSError as error:
+            raise UserError(
+                f"{self.location.describe()}: cannot open the journal: {error}",
+                help="check the path, and that you may read it (sudo, systemd-journal group)",
+            ) from None
+
+    def entries(
+        self,
+        groups: list[list[str]],
+        since: int | None,
+        until: int | None,
+        reverse: bool,
+        fields: Iterable[str],
+    ) -> Iterator[Entry]:
+        reader = self._open()
+        wanted = tuple(fields)
+        try:
+            for i, group in enumerate(groups):
+                if i:
+                    reader.add_disjunction()
+                for match in group:
+                    reader.add_match(match)
+            if reverse:
+                if until is not None:
+                    reader.seek_realtime(until + 1)
+                else:
+                    reader.seek_tail()
+                step = reader._previous
+            else:
+                if since is not None:
+                    reader.seek_realtime(since)
+                else:
+                    reader.seek_head()
+                step = reader._next
+            while step():
+                stamp = reader._get_realtime()
+                if reverse and since is not None and stamp < since:
+                    return
+                if not reverse and until is not None and stamp > until:
+                    return
+                if not _in_bounds(stamp, since, until):
+                    continue
+                entry: Entry = {
+                    "__CURSOR": reader._get_cursor(),
+                    "__REALTIME_TIMESTAMP": str(stamp),
+                }
+                for name in wanted:
+                    try:
+                        value = reader._get(name)
+                    except KeyError:
+                        continue
+                    entry[name] = value if name == "MESSAGE" else value.decode("utf-8", "replace")
+                yield entry
+        finally:
+            reader.close()
+
+    def boots(self) -> list[str]:
+        reader = self._open()
+        try:
+            firsts = []
+            for boot in reader.query_unique("_BOOT_ID"):
+                boot_id = boot.decode() if isinstance(boot, bytes) else str(boot)
+                reader.flush_matches()
+                reader.add_match(f"_BOOT_ID={boot_id}")
+                reader.seek_head()
+                if reader._next():
+                    firsts.append((reader._get_realtime(), boot_id))
+            return [boot_id for _, boot_id in sorted(firsts)]
+        finally:
+            reader.close()
+
+
+class JournalctlBackend:
+    """``journalctl -o json`` in a subprocess, with the same matches on its command line."""
+
+    name = "journalctl"
+
+    def __init__(self, location: JournalLocation, journalctl: str = "journalctl") -> None:
+        found = shutil.which(journalctl)
+        if found is None:
+            raise UserError(
+                "journalctl is not installed, and neither is systemd-python",
+                help="install systemd (journalctl), or pip install 'diagnose[journald]'",
+            )
+        self.journalctl = found
+        self.location = location
+
+    def _base(self) -> list[str]:
+        command = [self.journalctl, "--no-pager", "-q"]
+        command += [f"--file={f}" for f in self.location.files]
+        if self.location.directory is not None:
+            command.append(f"--directory={self.location.directory}")
+        return command
+
+    def entries(
+        self,
+        groups: list[list[str]],
+        since: int | None,
+        until: int | None,
+        reverse: bool,
+        fields: Iterable[str],
+    ) -> Iterator[Entry]:
+        command = [*self._base(), "-o", "json", "--all", "--output-fields=" + ",".join(fields)]
+        if since is not None:
+            command.append(f"--since=@{since // 1_000_000}")
+        if until is not None:
+            command.append(f"--until=@{until // 1_000_000 + 1}")
+        if reverse:
+            command.append("--reverse")
+        for i, group in enumerate(groups):
+            if i:
+                command.append("+")
+            command += group
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
+        assert process.stdout is not None
+        finished = False
+        try:
+            for line in process.stdout:
+                if not line.strip():
+                    continue
+                entry = json.loads(line)
+                stamp = int(entry.get("__REALTIME_TIMESTAMP", "0"))
+                if reverse and since is not None and stamp < since:
+                    break
+                if not reverse and until is not None and stamp > until:
+                    break
+                if _in_bounds(stamp, since, until):
+                    yield entry
+            else:
+                finished = True
+        finally:
+            if not finished:
+                process.kill()
+            process.stdout.close()
+            error = (
+                process.stderr.read().decode("utf-8", "replace").strip() if process.stderr else ""
+            )
+            code = process.wait()
+            if process.stderr:
+                process.stderr.close()
+        if finished and code not in (0, 1):  # 1: no entries matched (older journalctl)
+            raise UserError(
+                f"journalctl failed (exit {code}): {error or 'no message'}",
+                help="check --file/-D, and that you may read the journal (sudo, systemd-journal)",
+            )
+
+    def boots(self) -> list[str]:
+        result = subprocess.run(
+            [*self._base(), "--list-boots"], capture_output=True, text=True, check=False
+        )
+        boots = []
+        for line in result.stdout.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and _BOOT_ID.match(parts[1]):
+                boots.append(parts[1])
+        return boots
+
+
+def open_backend(location: JournalLocation, prefer: str | None = None) -> Backend:
+    """systemd-python when installed (or asked for), else journalctl."""
+    if prefer != "journalctl":
+        try:
+            return PythonBackend(location)
+        except ImportError:
+            if prefer == "systemd-python":
+                raise UserError(
+                    "systemd-python is not installed", help="pip install 'diagnose[journald]'"
+                ) from None
+    return JournalctlBackend(location)
+
+
+# -- start attempts -----------------------------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    """One start attempt of the unit: the entries of one invocation ID."""
+
+    invocation: str | None
+    first_us: int
+    last_us: int
+    entries: int = 0
+    started: bool = False
+    """systemd's ``Starting``/``Started`` job message for it is in the journal."""
+    app_lines: int = 0
+    exit_status: str | None = None
+    result: str | None = None
+    restarted: bool = False
+    """systemd scheduled an automatic restart after it."""
+    ended: bool = False
+
+    @property
+    def failed(self) -> bool:
+        if self.result is not None:
+            return self.result != "success"
+        return self.exit_status is not None and not self.exit_status.startswith("0/")
+
+    def observe(self, text: str, unit: str) -> None:
+        """Take note of what systemd (PID 1) says about this attempt."""
+        prefix = f"{unit}: "
+        if text.startswith(prefix):
+            said = text[len(prefix) :]
+            if said.startswith("Scheduled restart job"):
+                self.restarted = True
+            elif said.startswith("Failed with result '"):
+                self.result = said[len("Failed with result '") :].split("'", 1)[0]
+                self.ended = True
+            elif said.startswith("Deactivated successfully"):
+                self.result = self.result or "success"
+                self.ended = True
+            elif exited := _EXITED.match(text):
+                self.exit_status = exited.group("status")
+                if said.startswith("Main"):
+                    self.ended = True
+        elif (job := _JOB_START.match(text)) and job.group("unit") == unit:
+            self.started = True
+        elif text.startswith((f"Stopped {unit}", f"Failed to start {unit}")):
+            self.ended = True
+
+
+@dataclass
+class JournalQuery:
+    unit: str
+    location: JournalLocation = field(default_factory=JournalLocation)
+    boot: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    invocations: int | None = None
+    """The last N start attempts; None: the last one, with the restart loop that led to it."""
+
+
+@dataclass
+class Scope:
+    """What was chosen, and what is known to be missing from it."""
+
+    unit: str
+    backend: str
+    attempts: list[Attempt]
+    """Oldest first."""
+    left_out: int = 0
+    """Earlier attempts seen and not chosen (a lower bound: reading stops early)."""
+    boot: str | None = None
+    notes: list[str] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    kernel_lines: int = 0
+    suppressed: int = 0
+
+    @property
+    def invocations(self) -> set[str]:
+        return {a.invocation for a in self.attempts if a.invocation}
+
+    @property
+    def loop(self) -> bool:
+        return len(self.attempts) > 1 and all(a.restarted for a in self.attempts[:-1])
+
+    def describe(self) -> str:
+        count = len(self.attempts)
+        what = f"{count} start attempt{'s' if count != 1 else ''}"
+        if self.loop:
+            what += " (a restart loop)"
+        if self.attempts:
+            first = _when(self.attempts[0].first_us)
+            last = _when(self.attempts[-1].last_us)
+            what += f" from {first} to {last}"
+        if self.left_out:
+            what += (
+                f"; earlier attempts left out (--invocations N to include {self.left_out} or more)"
+            )
+        return f"journal of {self.unit}: {what}"
+
+
+def _when(usec: int) -> str:
+    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+
+
+def _unit_groups(unit: str, boot: str | None) -> list[list[str]]:
+    extra = [f"_BOOT_ID={boot}"] if boot else []
+    return [[f"_SYSTEMD_UNIT={unit}", *extra], ["_PID=1", f"UNIT={unit}", *extra]]
+
+
+def _invocation(entry: Entry) -> str | None:
+    value = entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID")
+    return str(value) if value else None
+
+
+def _text(entry: Entry) -> str:
+    message = entry.get("MESSAGE")
+    if isinstance(message, list):
+        message = bytes(b & 0xFF for b in message if isinstance(b, int))
+    if isinstance(message, bytes):
+        return message.decode("utf-8", "replace")
+    return str(message or "")
+
+
+def resolve_boot(backend: Backend, boot: str | None) -> str | None:
+    """A boot ID from journalctl's ``-b`` forms: ID, 0 / -N (from the last), N (from the first)."""
+    if boot is None:
+        return None
+    value = boot.strip().lower()
+    if _BOOT_ID.match(value.replace("-", "")) and len(value) >= 32:
+        return value.replace("-", "")
+    try:
+        offset = int(value or "0")
+    except ValueError:
+        raise UserError(
+            f"-b {boot}: not a boot ID or offset", help="use -b 0 (this boot), -b -1, or a boot ID"
+        ) from None
+    boots = backend.boots()
+    index = len(boots) - 1 + offset if offset <= 0 else offset - 1
+    if not boots or not 0 <= index < len(boots):
+        raise UserError(
+            f"-b {boot}: no such boot in the journal ({len(boots)} boots)",
+            help="journalctl --list-boots lists them",
+        )
+    return boots[index]
+
+
+def scan_attempts(backend: Backend, query: JournalQuery, boot: str | None) -> Scope:
+    """Pass 1: the unit's start attempts, newest first, until the chosen ones are complete."""
+    unit = query.unit
+    since = _usec(query.since) if query.since else None
+    until = _usec(query.until) if query.until else None
+    window = since is not None or until is not None
+    attempts: list[Attempt] = []  # newest first
+    chosen: int | None = None
+    settled = 1  # attempts[:settled] have had all their end-of-run messages read
+
+    def settle(index: int) -> bool:
+        """attempts[index] is complete: decide whether it joins; True to stop reading."""
+        nonlocal chosen, settled
+        settled = index + 1
+        if query.invocations is not None or window:
+            return False
+        older = attempts[index]
+        if older.restarted and older.failed:
+            return False
+        chosen = index
+        return True
+
+    stopped = False
+    for entry in backend.entries(_unit_groups(unit, boot), since, until, True, SCAN_FIELDS):
+        stamp = int(entry["__REALTIME_TIMESTAMP"])
+        invocation = _invocation(entry)
+        if not attempts:
+            attempts.append(Attempt(invocation, stamp, stamp))
+        elif invocation is not None and invocation != attempts[-1].invocation:
+            if attempts[-1].invocation is None:
+                attempts[-1].invocation = invocation  # the newest entries came without an ID
+            else:
+                if settled < len(attempts) and settle(len(attempts) - 1):
+                    stopped = True
+                    break
+                attempts.append(Attempt(invocation, stamp, stamp))
+                if query.invocations is not None and len(attempts) > query.invocations:
+                    chosen = query.invocations
+                    stopped = True
+                    break
+        current = attempts[-1]
+        current.first_us = min(current.first_us, stamp)
+        current.last_us = max(current.last_us, stamp)
+        current.entries += 1
+        if str(entry.get("_PID")) == "1" and not entry.get("_SYSTEMD_INVOCATION_ID"):
+            current.observe(_text(entry), unit)
+            complete = current.started
+        else:
+            current.app_lines += 1
+            complete = True
+        if complete and settled < len(attempts) and settle(len(attempts) - 1):
+            stopped = True
+            break
+    if chosen is None:
+        if query.invocations is not None:
+            chosen = query.invocations
+        elif window:
+            chosen = len(attempts)
+        else:
+            chosen = next(
+                (
+                    i
+                    for i in range(settled, len(attempts))
+                    if not (attempts[i].restarted and attempts[i].failed)
+                ),
+                len(attempts),
+            )
+    chosen = min(chosen, len(attempts))
+    selected = list(reversed(attempts[:chosen]))
+    scope = Scope(
+        unit=unit,
+        backend=backend.name,
+        attempts=selected,
+        left_out=len(attempts) - chosen,
+        boot=boot,
+    )
+    if selected and not selected[0].started and not stopped and since is None:
+        scope.notes.append(
+            "the beginning of the first start attempt "
+            f"(first entry at {_when(selected[0].first_us)}) "
+            "is not in the journal: it may have rotated out (journalctl --disk-usage; "
+            "SystemMaxUse= in journald.conf), so its first lines are missing"
+        )
+    return scope
+
+
+def read_scope(backend: Backend, scope: Scope, source: str, year: int) -> None:
+    """Pass 2: the chosen attempts' entries, with kernel and journald lines of their window."""
+    if not scope.attempts:
+        return
+    first = scope.attempts[0].first_us
+    last_attempt = scope.attempts[-1]
+    until = (
+        last_attempt.last_us + int(KERNEL_SLACK.total_seconds() * 1_000_000)
+        if last_attempt.ended
+        else None
+    )
+    extra = [f"_BOOT_ID={scope.boot}"] if scope.boot else []
+    groups = [
+        *_unit_groups(scope.unit, scope.boot),
+        ["_TRANSPORT=kernel", *extra],
+        [f"MESSAGE_ID={JOURNAL_DROPPED_ID}", *extra],
+    ]
+    chosen = scope.invocations
+    parser = LineParser(source, year)
+    slice_path = f"/{scope.unit}"
+    for entry in backend.entries(groups, first, until, False, RECORD_FIELDS):
+        transport = entry.get("_TRANSPORT")
+        invocation = _invocation(entry)
+        if transport == "kernel":
+            scope.kernel_lines += 1
+        elif entry.get("MESSAGE_ID") == JOURNAL_DROPPED_ID and str(entry.get("_PID")) != "1":
+            suppressed = _SUPPRESSED.match(_text(entry))
+            if not suppressed or not suppressed.group("path").endswith(slice_path):
+                continue
+            scope.suppressed += int(suppressed.group("count"))
+        elif (invocation is not None and invocation not in chosen) or (
+            entry.get("_SYSTEMD_UNIT") != scope.unit and entry.get("UNIT") != scope.unit
+        ):
+            continue
+        scope.records.append(journal_entry_record(source, None, entry, parser))
+    if scope.suppressed:
+        scope.notes.append(
+            f"journald suppressed {scope.suppressed} messages of {scope.unit} in this window "
+            "(rate limit): evidence may be missing; raise RateLimitBurst= in journald.conf "
+            "or LogRateLimitBurst= in the unit"
+        )
+
+
+def select(query: JournalQuery, backend: Backend | None = None, year: int | None = None) -> Scope:
+    """Read the journal for ``query``: the chosen attempts' records, in journal order."""
+    backend = backend or open_backend(query.location)
+    boot = resolve_boot(backend, query.boot)
+    scope = scan_attempts(backend, query, boot)
+    if not scope.attempts:
+        return scope
+    stamp = datetime.fromtimestamp(scope.attempts[-1].last_us / 1_000_000, tz=timezone.utc)
+    read_scope(backend, scope, f"journal:{query.unit}", year or stamp.year)
+    return scope
+
+
+def events_from_records(records: Iterable[Record], first_seq: int = 0) -> Iterator[Event]:
+    """Events of journal records: tracebacks grouped, as for files."""
+    grouper = TracebackGrouper()
+    seq = first_seq
+    for record in records:
+        seq += 1
+        record.seq = seq
+        yield from grouper.feed(record, seq)
+    yield from grouper.flush()

@@ -1,0 +1,228 @@
+"""``diagnose journal -u UNIT``, end to end on a real journal file: only the failed attempts,
+the spec-v2 cause primary and the loop as its symptom, a drop-in against the real unit,
+``--apply --root``, exit codes, and the GPU snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose import gpu
+from diagnose.commands.journal import JournalOptions, diagnose_journal
+from diagnose.unit import parse_rendered_exec_start
+from tests import journalgen
+
+pytestmark = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl (apt-get install systemd-journal-remote)",
+)
+UNIT_FILE = journalgen.FIXTURES / "journal" / "sglang-qwen.service"
+
+
+@pytest.fixture(scope="module")
+def loop_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("journal") / "loop.journal"
+    return journalgen.write_journal(journalgen.crashloop_entries(), path)
+
+
+def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_crash_loop_after_a_healthy_run(loop_journal: Path) -> None:
+    result = _run("journal", "-u", "sglang-qwen", "--file", loop_journal, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["attempts"] == 5
+    assert report["unit"] == "sglang-qwen.service"
+    (journal_input,) = [i for i in report["inputs"] if i["kind"] == "journal"]
+    assert journal_input["first_ts"].startswith("2026-03-03T11:53:10")  # not the healthy run
+    findings = {f["signature"]: f for f in report["findings"]}
+    primary = next(f for f in report["findings"] if f["id"] == report["primary"])
+    assert primary["signature"] == "sglang-spec-v2-required"
+    assert primary["role"] == "root_cause" and primary["attempts"] == 5
+    loop = findings["systemd-restart-loop"]
+    assert loop["role"] == "symptom" and loop["caused_by"] == primary["id"]
+    for finding in report["findings"]:
+        for evidence in finding["evidence"]:
+            assert evidence["line"] is None and evidence["cursor"], evidence
+            assert evidence["timestamp"] >= "2026-03-03T11:53"
+    assert "5 start attempts (a restart loop)" in result.stderr
+    assert "suppressed 1234 messages" in result.stderr
+    # no unit file for a journal from files: the drop-in can only name the flags
+    assert "# Launch flags need the whole command line" in primary["patch"]["dropin"]
+
+
+def test_text_report_is_the_same_format_as_diagnose_file(loop_journal: Path) -> None:
+    result = _run("journal", "-u", "sglang-qwen.service", "--file", loop_journal)
+    assert result.returncode == 1
+    assert result.stdout.startswith("sglang-qwen.service: ")
+    assert "ROOT CAUSE MTP on a hybrid" in result.stdout
+    assert "SYMPTOM The unit is in a crash-restart loop" in result.stdout
+
+
+def test_the_patch_is_rendered_against_the_unit_file(loop_journal: Path) -> None:
+    result = _run(
+        "journal",
+        "-u",
+        "sglang-qwen",
+        "--file",
+        loop_journal,
+        "--unit-file",
+        UNIT_FILE,
+        "-f",
+        "json",
+    )
+    report = json.loads(result.stdout)
+    primary = next(f for f in report["findings"] if f["id"] == report["primary"])
+    dropin = primary["patch"]["dropin"]
+    assert "Environment=SGLANG_ENABLE_SPEC_V2=1" in dropin
+    assert "\nExecStart=\nExecStart=/opt/sglang/.venv/bin/python3" in dropin
+    argv = parse_rendered_exec_start(dropin)
+    assert argv is not None
+    assert argv[-2:] == ["--mamba-scheduler-strategy", "extra_buffer"]
+    assert not any("no_buffer" in word for word in argv)
+    assert "--model-path" in argv and argv[argv.index("--tp-size") + 1] == "4"
+    assert "#   -argv: --mamba-scheduler-strategy=no_buffer" in dropin
+    assert "#   +env: SGLANG_ENABLE_SPEC_V2=1" in dropin
+
+
+def test_apply_twice_under_a_root(loop_journal: Path, tmp_path: Path) -> None:
+    system = tmp_path / "etc/systemd/system"
+    system.mkdir(parents=True)
+    shutil.copy(UNIT_FILE, system / "sglang-qwen.service")
+    args = ("journal", "-u", "sglang-qwen", "--file", loop_journal, "--root", tmp_path)
+    dry = _run(*args)
+    assert dry.returncode == 1
+    assert not (system / "sglang-qwen.service.d").exists()  # nothing written without --apply
+    first = _run(*args, "--apply")
+    second = _run(*args, "--apply")
+    assert first.returncode == second.returncode == 1
+    written = system / "sglang-qwen.service.d" / "50-diagnose.conf"
+    assert f"wrote {written}" in first.stderr
+    assert "systemctl daemon-reload" in first.stderr
+    assert "systemctl restart sglang-qwen.service" in first.stderr
+    assert "already holds this fix; nothing written" in second.stderr
+    assert sorted(p.name for p in written.parent.iterdir()) == ["50-diagnose.conf"]
+    assert "ExecStart=\nExecStart=/opt/sglang" in written.read_text()
+    # the unit with our drop-in applied runs the patched command
+    json_report = json.loads(_run(*args, "-f", "json").stdout)
+    primary = next(f for f in json_report["findings"] if f["id"] == json_report["primary"])
+    assert primary["patch"]["dropin"] == written.read_text()  # rendered against the unit without it
+
+
+def test_apply_with_nothing_to_write_is_a_user_error(tmp_path: Path) -> None:
+    text = (journalgen.FIXTURES / "incidents/healthy-sglang.journal.txt").read_text()
+    path = journalgen.write_journal(
+        journalgen.entries_from_short(text, journalgen.UNIT), tmp_path / "healthy.journal"
+    )
+    healthy = _run("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path)
+    assert healthy.returncode == 0, healthy.stderr
+    refused = _run("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path, "--apply")
+    assert refused.returncode == 2
+    assert "nothing to write" in refused.stderr
+
+
+def test_a_unit_with_no_entries_exits_2_with_a_hint(loop_journal: Path) -> None:
+    result = _run("journal", "-u", "vllm-typo", "--file", loop_journal)
+    assert result.returncode == 2
+    assert "vllm-typo.service: no journal entries" in result.stderr
+    assert "systemd-journal" in result.stderr and "adm" in result.stderr
+
+
+def test_bad_arguments_exit_2(loop_journal: Path, tmp_path: Path) -> None:
+    assert _run("journal", "-u", "x", "--file", tmp_path / "missing.journal").returncode == 2
+    assert _run("journal", "-u", "x", "--file", loop_journal, "--since", "whenever").returncode == 2
+    assert _run("journal", "-u", "x", "--file", loop_journal, "--invocations", "0").returncode == 2
+
+
+def test_both_readers_give_the_same_diagnosis(loop_journal: Path) -> None:
+    pytest.importorskip("systemd.journal")
+    reports = []
+    for reader in ("systemd-python", "journalctl"):
+        options = JournalOptions(
+            unit="sglang-qwen", files=[loop_journal], unit_file=UNIT_FILE, reader=reader
+        )
+        result = diagnose_journal(options, [], None, lambda _: None)
+        reports.append(result.diagnosis.model_dump(mode="json"))
+    assert reports[0] == reports[1]
+
+
+def _fake_nvidia_smi(directory: Path) -> None:
+    script = directory / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  --query-gpu=*) printf '0, NVIDIA H200, 1143, 143771\\n"
+        "1, NVIDIA H200, 1143, 143771\\n' ;;\n"
+        "  --query-compute-apps=*) printf '48211, sglang::scheduler_TP0, GPU-0000, 1134\\n' ;;\n"
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+def test_gpu_snapshot_lines_are_records_signatures_know(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_nvidia_smi(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # the nvidia-smi path, even if installed
+    shot = gpu.snapshot()
+    assert shot.missing is None
+    assert [g.used_mib for g in shot.gpus] == [1143, 1143]
+    texts = [r.text for r in shot.records()]
+    assert texts[:2] == ["0, 1143 MiB, 143771 MiB", "1, 1143 MiB, 143771 MiB"]
+    assert texts[2] == "48211, sglang::scheduler_TP0, GPU-0000, 1134"
+    assert {r.origin for r in shot.records()} == {"gpu"}
+
+
+def test_missing_nvidia_smi_is_missing_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    shot = gpu.snapshot()
+    assert shot.records() == []
+    assert shot.missing and "not on PATH" in shot.missing
+
+
+def test_gpu_snapshot_supports_the_dist_init_stall(tmp_path: Path) -> None:
+    """A bare ~1 GB CUDA context per GPU joins the evidence of a distributed-init hang."""
+    from diagnose.engine import Engine
+    from diagnose.library import load_facts, load_library
+    from diagnose.records import Event
+    from diagnose.sources import journal as source
+
+    text = (journalgen.FIXTURES / "incidents/dist-init-stall.journal.txt").read_text()
+    path = journalgen.write_journal(
+        journalgen.entries_from_short(text, journalgen.UNIT), tmp_path / "stall.journal"
+    )
+    location = source.JournalLocation(files=[path])
+    scope = source.select(source.JournalQuery(journalgen.UNIT, location))
+    engine = Engine(load_library([]), facts=load_facts())
+    seq = 0
+    for event in source.events_from_records(scope.records):
+        seq = event.seq
+        engine.feed(event)
+    shot = gpu.GpuSnapshot(gpu.parse_query_gpu("0, NVIDIA H200, 1143, 143771\n"))
+    for record in shot.records():
+        seq += 1
+        record.seq = seq
+        engine.feed(Event([record], seq))
+    diagnosis = engine.finish()
+    primary = diagnosis.finding(diagnosis.primary)
+    assert primary is not None and primary.signature == "sglang-dist-init-stall"
+    assert "about 1143 MiB in use per GPU" in primary.explanation
+    assert any(e.source == gpu.SOURCE for e in primary.evidence)
