@@ -593,20 +593,21 @@ def _patch(
     return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
 
 
+def _is_failure(signature: Signature) -> bool:
+    return signature.role is Role.ROOT_CAUSE and signature.severity.rank >= Severity.ERROR.rank
+
+
 def _rank(drafts: list[_Draft]) -> list[Finding]:
     """One primary root cause: the first specific failure; the rest follow from it."""
     superseded = {s for d in drafts for s in d.signature.supersedes}
     drafts = [d for d in drafts if d.signature.id not in superseded]
-
-    def failure(d: _Draft) -> bool:
-        return (
-            d.signature.role is Role.ROOT_CAUSE and d.signature.severity.rank >= Severity.ERROR.rank
-        )
+    if any(not d.signature.generic and _is_failure(d.signature) for d in drafts):
+        drafts = [d for d in drafts if not d.signature.generic]  # only when nothing else fits
 
     def order(d: _Draft) -> tuple[bool, int, int]:
         return (d.signature.generic, d.seq, -d.signature.severity.rank)
 
-    causes = sorted((d for d in drafts if failure(d)), key=order)
+    causes = sorted((d for d in drafts if _is_failure(d.signature)), key=order)
     if not causes:  # nothing explains the symptoms: the first symptom is the story
         causes = sorted(
             (

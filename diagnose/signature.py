@@ -190,7 +190,7 @@ class Signature(_Schema):
         description="symptom: follows from another failure; primary only when nothing explains it.",
     )
     generic: bool = Field(
-        default=False, description="A catch-all; any specific root cause outranks it."
+        default=False, description="A catch-all: reported only when no specific failure is found."
     )
     supersedes: list[str] = Field(
         default_factory=list, description="Signatures this one explains more precisely."
