@@ -177,8 +177,6 @@ def journal_command(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
     )
     typer.echo(f"diagnose: {result.scope.describe()}", err=True)
-    for note in result.notes:
-        typer.echo(f"diagnose: note: {note}", err=True)
     report.emit(result.diagnosis, fmt.value, output, no_redact)
     if apply:
         applied = apply_dropin(result, root)

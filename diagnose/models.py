@@ -162,6 +162,10 @@ class Diagnosis(_Frozen):
     engine: str | None = Field(default=None, description="'sglang' or 'vllm' when recognised.")
     phase_reached: str | None = Field(default=None, description="Last startup phase seen.")
     attempts: int = Field(default=0, description="Start attempts seen in the input.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the input could not show: missing evidence, suppressed or cut lines.",
+    )
     redactions: dict[str, int] = Field(
         default_factory=dict, description="Kinds of secrets redacted from this report, with counts."
     )

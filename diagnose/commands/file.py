@@ -36,6 +36,9 @@ def diagnose_files(
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
     diagnosis = engine.finish(inputs=[log.summary() for log in logs])
+    notes = [w for log in logs for w in log.warnings]
+    notes += [f"signature {sid} skipped: {reason}" for sid, reason in engine.skipped.items()]
+    diagnosis = diagnosis.model_copy(update={"notes": notes})
     if sum(i.records for i in diagnosis.inputs) == 0:
         names = ", ".join(log.name for log in logs)
         raise UserError(

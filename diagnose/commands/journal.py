@@ -158,6 +158,7 @@ def diagnose_journal(
         notes += config.problems
         notes += config.warnings
         diagnosis = _patched(diagnosis, config, notes)
+    diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
     return JournalResult(diagnosis, scope, config, notes)
 
 

@@ -127,6 +127,9 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
             out += [f"## {heading}", ""]
             for finding in group:
                 out += _finding_section(finding, diagnosis, "###")
+    if diagnosis.notes:
+        out += ["## Notes on the evidence", ""] + [f"- {inline(note)}" for note in diagnosis.notes]
+        out.append("")
     if diagnosis.redactions:
         kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
         out += [f"_Secrets redacted from this report: {kinds}._", ""]

@@ -124,6 +124,10 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
             console.print(
                 Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0))
             )
+    if diagnosis.notes:
+        console.print(Rule("Notes", style="dim"))
+        for note in diagnosis.notes:
+            console.print(_indent(Text(f"- {note}", style="yellow")))
     if diagnosis.redactions:
         kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
         console.print(Text(f"Redacted: {kinds} (--no-redact shows them)", style="dim"))
