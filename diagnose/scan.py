@@ -15,18 +15,21 @@ from typing import Any
 class NeedleScanner:
     """Offsets (in a chunk of bytes) where any needle ends."""
 
-    def __init__(self, needles: Iterable[str]) -> None:
+    def __init__(self, needles: Iterable[str], backend: str | None = None) -> None:
+        """``backend`` forces ``hyperscan`` or ``pyahocorasick``; by default the fastest there is."""
         self.needles = sorted({n for n in needles if n})
         if not self.needles:
             raise ValueError("a scanner needs at least one needle")
         self.backend = ""
         self._hyperscan = None
         self._automaton = None
-        hyperscan: Any
-        try:
-            import hyperscan
-        except ImportError:
-            hyperscan = None
+        hyperscan: Any = None
+        if backend in (None, "hyperscan"):
+            try:
+                import hyperscan
+            except ImportError:
+                if backend == "hyperscan":
+                    raise
         if hyperscan is not None:
             database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             encoded = [n.encode("utf-8") for n in self.needles]
