@@ -16,7 +16,7 @@ class NeedleScanner:
     """Offsets (in a chunk of bytes) where any needle ends."""
 
     def __init__(self, needles: Iterable[str], backend: str | None = None) -> None:
-        """``backend`` forces ``hyperscan`` or ``pyahocorasick``; by default the fastest there is."""
+        """``backend`` forces ``hyperscan`` or ``pyahocorasick``; by default the fastest one."""
         self.needles = sorted({n for n in needles if n})
         if not self.needles:
             raise ValueError("a scanner needs at least one needle")
