@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from diagnose.engine import Engine
 from diagnose.errors import UserError
@@ -47,15 +51,46 @@ def diagnose_files(
     return diagnosis
 
 
+PROGRESS_FROM_BYTES = 256 << 20
+"""Inputs this large take a few seconds: show a progress bar on a terminal."""
+
+
+def _plain_size(log: LogInput) -> int | None:
+    """Bytes to read, when known in advance (a plain file, not gzip or a pipe)."""
+    if log.path is None:
+        return None
+    if not log.path.is_file():
+        return 0  # reading it fails with its own message
+    with log.path.open("rb") as handle:
+        if handle.read(2) == b"\x1f\x8b":
+            return None
+    return log.path.stat().st_size
+
+
+@contextlib.contextmanager
+def _progress_bar(logs: list[LogInput]) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on a terminal for large inputs (bytes read and rate), else nothing."""
+    sizes = [_plain_size(log) for log in logs]
+    known = sum(size for size in sizes if size)
+    if not sys.stderr.isatty() or (known < PROGRESS_FROM_BYTES and None not in sizes):
+        yield None
+        return
+    columns = [TextColumn("reading"), BarColumn(), DownloadColumn(), TransferSpeedColumn()]
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("read", total=known if None not in sizes else None)
+        yield lambda size: bar.advance(task, size)
+
+
 def run_logs(engine: Engine, logs: list[LogInput], warn: Warn | None = None) -> None:
     """Feed every log through ``engine``, one after the other, on one timeline of positions."""
     needles = engine.needles()
     scanner = NeedleScanner(needles) if needles else None
     first_seq = 0
-    for log in logs:
-        for event in events(log, scanner, first_seq):
-            engine.feed(event)
-        first_seq += log.lines
-        for warning in log.warnings:
-            if warn is not None:
-                warn(warning)
+    with _progress_bar(logs) as progress:
+        for log in logs:
+            for event in events(log, scanner, first_seq, progress):
+                engine.feed(event)
+            first_seq += log.lines
+            for warning in log.warnings:
+                if warn is not None:
+                    warn(warning)

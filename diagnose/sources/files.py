@@ -16,7 +16,7 @@ import io
 import os
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, islice
@@ -115,15 +115,10 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
     stream = _open(log)
     rest = b""
     skipping = False
+    ended = False
     try:
         while True:
-            try:
-                block = stream.read(CHUNK_BYTES)
-            except _READ_ERRORS as error:
-                log.warnings.append(
-                    f"{log.name}: compressed data ends early ({error}); read what came before"
-                )
-                block = b""
+            block, ended = (b"", True) if ended else _read_block(stream, log)
             if not block:
                 if rest and not skipping:
                     yield rest + b"\n"
@@ -145,6 +140,28 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
                 yield data[:cut]
     finally:
         _close(log, stream)
+
+
+def _read_block(stream: BinaryIO, log: LogInput) -> tuple[bytes, bool]:
+    """Up to ``CHUNK_BYTES``, and whether the input ended early. A gzip stream is read piece
+    by piece, so that what decompressed before a truncation is kept."""
+    if not isinstance(stream, gzip.GzipFile):
+        return stream.read(CHUNK_BYTES), False
+    pieces: list[bytes] = []
+    size = 0
+    while size < CHUNK_BYTES:
+        try:
+            piece = stream.read1(CHUNK_BYTES - size)
+        except _READ_ERRORS as error:
+            log.warnings.append(
+                f"{log.name}: compressed data ends early ({error}); read what came before"
+            )
+            return b"".join(pieces), True
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces), False
 
 
 def _decode(line: bytes) -> str:
@@ -202,8 +219,14 @@ def _take_lines(
     return cursor, count
 
 
-def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) -> Iterator[Event]:
-    """Events of the lines that hold a needle, and of the tracebacks they start."""
+def scanned_events(
+    log: LogInput,
+    scanner: NeedleScanner,
+    first_seq: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Event]:
+    """Events of the lines that hold a needle, and of the tracebacks they start.
+    ``progress`` is told the size of each chunk once it is done."""
     parser: LineParser | None = None
     grouper = TracebackGrouper()
     stats = _Stats(log)
@@ -236,6 +259,8 @@ def scanned_events(log: LogInput, scanner: NeedleScanner, first_seq: int = 0) ->
             stats.see(record)
             yield from grouper.feed(record, record.seq)
         lines_before += chunk.count(b"\n")
+        if progress is not None:
+            progress(len(chunk))
         tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
     log.lines = lines_before
     if parser is not None:
@@ -275,8 +300,13 @@ def events_from_lines(lines: Iterable[str], log: LogInput, first_seq: int = 0) -
     yield from grouper.flush()
 
 
-def events(log: LogInput, scanner: NeedleScanner | None, first_seq: int = 0) -> Iterator[Event]:
+def events(
+    log: LogInput,
+    scanner: NeedleScanner | None,
+    first_seq: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Event]:
     """The scanned path when there is a scanner, else every line."""
     if scanner is None:
         return line_events(log, first_seq)
-    return scanned_events(log, scanner, first_seq)
+    return scanned_events(log, scanner, first_seq, progress)
