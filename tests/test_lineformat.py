@@ -1,0 +1,370 @@
+"""Line formats: journalctl exports, SGLang and vLLM prefixes, terminal noise."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from diagnose.lineformat import LineParser, clean
+from diagnose.records import Record
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def parse(line: str, year: int = 2026) -> Record:
+    record = LineParser("test.log", year).parse(7, line)
+    assert record is not None
+    return record
+
+
+# -- SGLang -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        ("[2026-03-01 11:53:10 TP0] msg", "TP0"),
+        ("[2026-03-01 11:53:10 DP0 TP3] msg", "DP0 TP3"),
+        ("[2026-03-01 11:53:10 DP1 PP0 TP2 EP2] msg", "DP1 PP0 TP2 EP2"),
+        ("[2026-03-01 11:53:10 TP2 EP2 PP1] msg", "TP2 EP2 PP1"),
+    ],
+    ids=["tp", "dp-tp", "dp-pp-tp-ep", "any-order"],
+)
+def test_sglang_rank_prefix(line: str, rank: str) -> None:
+    record = parse(line)
+    assert record.ts == utc(2026, 3, 1, 11, 53, 10)
+    assert record.rank == rank
+    assert record.text == "msg"
+    assert record.engine == "sglang"
+    assert record.origin == "app"
+    assert record.prefixed
+    assert record.raw == line
+    assert record.line == 7
+
+
+def test_sglang_milliseconds_are_kept() -> None:
+    record = parse("[2026-03-01 11:53:10.123 TP0] msg")
+    assert record.ts == utc(2026, 3, 1, 11, 53, 10, 123000)
+    assert record.rank == "TP0"
+    assert record.text == "msg"
+
+
+def test_sglang_main_process_has_no_rank() -> None:
+    record = parse("[2026-03-01 11:53:10] The server is fired up and ready to roll!")
+    assert record.ts == utc(2026, 3, 1, 11, 53, 10)
+    assert record.rank is None
+    assert record.text == "The server is fired up and ready to roll!"
+    assert record.engine == "sglang"
+
+
+def test_ranks_of_one_process_are_separate_streams() -> None:
+    parser = LineParser("test.log", 2026)
+    tp0 = parser.parse(1, "[2026-03-01 11:53:10 TP0] a")
+    tp1 = parser.parse(2, "[2026-03-01 11:53:10 TP1] b")
+    assert tp0 is not None and tp1 is not None
+    assert tp0.stream != tp1.stream
+
+
+def test_bare_text_is_an_app_line_without_engine_or_time() -> None:
+    record = parse('  File "/x.py", line 3, in <module>')
+    assert record.text == '  File "/x.py", line 3, in <module>'
+    assert record.ts is None
+    assert record.engine is None
+    assert record.origin == "app"
+    assert not record.prefixed
+
+
+# -- journalctl text exports ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "ts"),
+    [
+        (
+            "Mar 01 11:53:10 gpu-node-07 python3[4821]: [2026-03-01 11:53:09 TP1] hello",
+            utc(2026, 3, 1, 11, 53, 10),
+        ),
+        (
+            "Mar 01 11:53:10.123456 gpu-node-07 python3[4821]: [2026-03-01 11:53:09 TP1] hello",
+            utc(2026, 3, 1, 11, 53, 10, 123456),
+        ),
+        (
+            "2026-03-01T12:53:10+0100 gpu-node-07 python3[4821]: [2026-03-01 11:53:09 TP1] hello",
+            utc(2026, 3, 1, 11, 53, 10),
+        ),
+        (
+            "2026-03-01T11:53:10.250000+00:00 gpu-node-07 python3[4821]: [2026-03-01 11:53:09 TP1] hello",
+            utc(2026, 3, 1, 11, 53, 10, 250000),
+        ),
+    ],
+    ids=["short", "short-precise", "short-iso", "short-iso-precise"],
+)
+def test_journal_line_wrapping_sglang(line: str, ts: datetime) -> None:
+    record = parse(line)
+    assert record.ts == ts, "the journal's own stamp wins over the application's"
+    assert record.host == "gpu-node-07"
+    assert record.rank == "TP1"
+    assert record.text == "hello"
+    assert record.engine == "sglang"
+    assert record.origin == "app"
+    assert record.raw == line
+
+
+def test_journal_short_takes_the_year_from_the_sglang_payload() -> None:
+    record = parse(
+        "Mar 01 11:53:10 gpu-node-07 python3[4821]: [2024-03-01 11:53:10 TP1] hello", 2026
+    )
+    assert record.ts == utc(2024, 3, 1, 11, 53, 10)
+
+
+def test_journal_short_with_a_single_digit_day() -> None:
+    record = parse("Mar  5 09:41:32 gpu-node-07 python3[4821]: plain text")
+    assert record.ts == utc(2026, 3, 5, 9, 41, 32)
+    assert record.text == "plain text"
+
+
+@pytest.mark.parametrize(
+    ("message", "unit"),
+    [
+        (
+            "sglang-qwen.service: Main process exited, code=exited, status=1/FAILURE",
+            "sglang-qwen.service",
+        ),
+        ("Started sglang-qwen.service - SGLang Qwen3.5-122B-A10B server.", "sglang-qwen.service"),
+        ("Stopping vllm@llama.service - vLLM...", "vllm@llama.service"),
+        ("Reached target multi-user.target - Multi-User System.", None),
+    ],
+)
+def test_systemd_lines(message: str, unit: str | None) -> None:
+    record = parse(f"Mar 01 11:53:10.000001 gpu-node-07 systemd[1]: {message}")
+    assert record.origin == "systemd"
+    assert record.unit == unit
+    assert record.text == message
+    assert record.engine is None
+
+
+def test_a_user_systemd_instance_is_not_pid_1() -> None:
+    record = parse("Mar 01 11:53:10 gpu-node-07 systemd[2211]: Started foo.service.")
+    assert record.origin == "app"
+
+
+def test_kernel_lines() -> None:
+    record = parse(
+        "Mar 05 08:31:14.402188 gpu-node-07 kernel: Out of memory: Killed process 48230 (sglang::schedul)"
+    )
+    assert record.origin == "kernel"
+    assert record.text == "Out of memory: Killed process 48230 (sglang::schedul)"
+    assert record.ts == utc(2026, 3, 5, 8, 31, 14, 402188)
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "-- Boot 3f2a9c1d0e5b4a7f8c6d2e1b0a9f8e7d --",
+        "-- No entries --",
+        "-- Logs begin at Mon 2026-03-02 08:00:01 UTC, end at Mon 2026-03-02 10:00:00 UTC. --",
+        "-- Journal begins at Mon 2026-03-02 08:00:01 UTC. --",
+    ],
+)
+def test_journal_marker_lines_are_skipped(marker: str) -> None:
+    assert LineParser("test.log", 2026).parse(1, marker) is None
+
+
+def test_a_line_that_merely_starts_with_dashes_is_kept() -> None:
+    assert parse("-- hello --").text == "-- hello --"
+
+
+# -- journalctl -o json ---------------------------------------------------------------------------
+
+
+def _json_line(**fields: object) -> str:
+    base = {
+        "__CURSOR": "s=abc;i=1f",
+        "__REALTIME_TIMESTAMP": "1772365990123456",  # 2026-03-01T11:53:10.123456Z
+        "_HOSTNAME": "gpu-node-07",
+        "SYSLOG_IDENTIFIER": "python3",
+        "_PID": "4821",
+        "_SYSTEMD_UNIT": "sglang-qwen.service",
+        "_TRANSPORT": "stdout",
+    }
+    base.update(fields)
+    return json.dumps(base)
+
+
+def test_json_entry_with_sglang_payload() -> None:
+    record = parse(_json_line(MESSAGE="[2026-03-01 11:53:10 TP3] Init torch distributed begin."))
+    assert record.ts == utc(2026, 3, 1, 11, 53, 10, 123456)
+    assert record.cursor == "s=abc;i=1f"
+    assert record.host == "gpu-node-07"
+    assert record.unit == "sglang-qwen.service"
+    assert record.rank == "TP3"
+    assert record.text == "Init torch distributed begin."
+    assert record.engine == "sglang"
+    assert record.origin == "app"
+
+
+def test_json_message_as_a_byte_array_with_invalid_utf8() -> None:
+    payload = list(b"[2026-03-01 11:53:10 TP0] caf\xc3\xa9 \xff\xfe end")
+    record = parse(_json_line(MESSAGE=payload))
+    assert record.rank == "TP0"
+    assert record.text == "café \ufffd\ufffd end"
+
+
+def test_json_systemd_entry_takes_the_unit_from_UNIT() -> None:
+    record = parse(
+        _json_line(
+            MESSAGE="sglang-qwen.service: Scheduled restart job, restart counter is at 1.",
+            SYSLOG_IDENTIFIER="systemd",
+            _PID="1",
+            _SYSTEMD_UNIT="init.scope",
+            UNIT="sglang-qwen.service",
+        )
+    )
+    assert record.origin == "systemd"
+    assert record.unit == "sglang-qwen.service"
+
+
+def test_json_kernel_entry() -> None:
+    record = parse(
+        _json_line(
+            MESSAGE="NVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off the bus.",
+            SYSLOG_IDENTIFIER="kernel",
+            _TRANSPORT="kernel",
+            _SYSTEMD_UNIT=None,
+        )
+    )
+    assert record.origin == "kernel"
+    assert record.text.startswith("NVRM: Xid")
+
+
+def test_json_that_is_not_a_journal_entry_is_plain_text() -> None:
+    line = '{"MESSAGE": broken'
+    record = parse(line)
+    assert record.text == line
+    assert record.cursor is None
+
+
+# -- vLLM -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "ts"),
+    [
+        (
+            "(EngineCore_DP0 pid=4242) ERROR 10-09 21:14:07 [core.py:1100] msg",
+            "EngineCore_DP0",
+            utc(2026, 10, 9, 21, 14, 7),
+        ),
+        (
+            "(Worker pid=1) (Worker_TP1 pid=1) ERROR 03-05 09:56:09 [x.py:880] msg",
+            "Worker_TP1",
+            utc(2026, 3, 5, 9, 56, 9),
+        ),
+        ("INFO 03-07 12:29:02 __init__.py:190] msg", None, utc(2026, 3, 7, 12, 29, 2)),
+        (
+            "(VllmWorkerProcess pid=221) ERROR 04-06 20:46:48 [multiproc_worker_utils.py:238] msg",
+            "VllmWorkerProcess",
+            utc(2026, 4, 6, 20, 46, 48),
+        ),
+    ],
+    ids=["v1-engine-core", "double-prefix", "old-no-bracket", "v0-worker"],
+)
+def test_vllm_prefixes(line: str, rank: str | None, ts: datetime) -> None:
+    record = parse(line)
+    assert record.ts == ts
+    assert record.rank == rank
+    assert record.text == "msg"
+    assert record.engine == "vllm"
+    assert record.origin == "app"
+    assert record.prefixed
+
+
+def test_vllm_process_prefix_without_a_level() -> None:
+    record = parse("(EngineCore_DP0 pid=4242) Traceback (most recent call last):")
+    assert record.engine == "vllm"
+    assert record.rank == "EngineCore_DP0"
+    assert record.text == "Traceback (most recent call last):"
+    assert record.ts is None
+
+
+def test_vllm_processes_are_separate_streams() -> None:
+    parser = LineParser("test.log", 2026)
+    a = parser.parse(1, "(EngineCore_DP0 pid=4242) ERROR 10-09 21:14:07 [core.py:1100] a")
+    b = parser.parse(2, "(EngineCore_DP1 pid=4243) ERROR 10-09 21:14:07 [core.py:1100] b")
+    assert a is not None and b is not None
+    assert a.stream != b.stream
+
+
+# -- terminal noise -----------------------------------------------------------------------------------
+
+
+def test_crlf_and_ansi_colour_are_removed() -> None:
+    record = parse("\x1b[1;33m[2026-03-01 11:53:10] UserWarning: deprecated\x1b[0m\r")
+    assert record.raw == "[2026-03-01 11:53:10] UserWarning: deprecated"
+    assert record.text == "UserWarning: deprecated"
+    assert record.engine == "sglang"
+
+
+def test_osc_title_and_screen_clear_are_removed() -> None:
+    assert clean("\x1b]0;title\x07hello \x1b[2Jthere") == "hello there"
+    assert clean("\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\") == "link"
+
+
+def test_other_control_characters_are_removed() -> None:
+    assert clean("a\x00b\x07c\x7fd\x85e") == "abcde"
+    assert clean("x\x9b31my") == "xy", "8-bit CSI is a whole sequence"
+
+
+def test_carriage_return_overprint_keeps_the_last_version() -> None:
+    record = parse("Loading shards:  10%|#   | 1/10\rLoading shards: 100%|####| 10/10")
+    assert record.text == "Loading shards: 100%|####| 10/10"
+
+
+def test_tabs_survive() -> None:
+    assert clean("\tat frame") == "\tat frame"
+
+
+# -- the year of year-less stamps -----------------------------------------------------------------------
+
+
+def test_journal_year_rolls_over_from_december_to_january() -> None:
+    parser = LineParser("test.log", 2025)
+    stamps = [
+        parser.parse(n, line).ts  # type: ignore[union-attr]
+        for n, line in enumerate(
+            [
+                "Dec 31 23:59:58 gpu-node-07 python3[1]: a",
+                "Dec 31 23:59:59 gpu-node-07 python3[1]: b",
+                "Jan 01 00:00:01 gpu-node-07 python3[1]: c",
+                "Jan 01 00:00:02 gpu-node-07 python3[1]: d",
+            ],
+            1,
+        )
+    ]
+    assert stamps == [
+        utc(2025, 12, 31, 23, 59, 58),
+        utc(2025, 12, 31, 23, 59, 59),
+        utc(2026, 1, 1, 0, 0, 1),
+        utc(2026, 1, 1, 0, 0, 2),
+    ]
+
+
+def test_vllm_year_rolls_over_from_december_to_january() -> None:
+    parser = LineParser("test.log", 2025)
+    first = parser.parse(1, "INFO 12-31 23:59:59 [api_server.py:1] a")
+    second = parser.parse(2, "INFO 01-01 00:00:01 [api_server.py:1] b")
+    assert first is not None and second is not None
+    assert first.ts == utc(2025, 12, 31, 23, 59, 59)
+    assert second.ts == utc(2026, 1, 1, 0, 0, 1)
+
+
+def test_no_rollover_within_a_year() -> None:
+    parser = LineParser("test.log", 2026)
+    a = parser.parse(1, "Mar 01 10:00:00 h python3[1]: a")
+    b = parser.parse(2, "Mar 02 10:00:00 h python3[1]: b")
+    assert a is not None and b is not None
+    assert (a.ts.year, b.ts.year) == (2026, 2026)  # type: ignore[union-attr]

@@ -1,0 +1,173 @@
+"""Grouping the lines of a Python traceback into one event."""
+
+from __future__ import annotations
+
+from diagnose.records import Event
+from diagnose.sources.files import LogInput, events_from_lines
+from diagnose.tracebacks import MAX_TRACEBACK_LINES
+from tests.conftest import INCIDENTS
+
+
+def group(lines: list[str]) -> list[Event]:
+    """Events in input order (a traceback is emitted when it closes, so sort by position)."""
+    log = LogInput(path=None, name="test.log")
+    return sorted(events_from_lines(lines, log), key=lambda e: e.seq)
+
+
+def line_numbers(event: Event) -> list[int]:
+    return [r.line for r in event.records]  # type: ignore[misc]
+
+
+def test_a_bare_python_traceback_is_one_event() -> None:
+    events = group(
+        [
+            "starting",
+            "Traceback (most recent call last):",
+            '  File "/srv/app.py", line 12, in <module>',
+            "    main()",
+            "    ^^^^^^",
+            "ValueError: bad value",
+            "",
+            "[2026-03-01 11:00:00] next line",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1], [2, 3, 4, 5, 6, 7], [8]]
+    traceback = events[1]
+    assert traceback.text.startswith("Traceback (most recent call last):\n")
+    assert "ValueError: bad value" in traceback.text
+    assert events[2].text == "next line"
+
+
+def test_every_line_outside_a_traceback_is_its_own_event() -> None:
+    events = group(["a", "b", "[2026-03-01 11:00:00 TP0] c"])
+    assert [line_numbers(e) for e in events] == [[1], [2], [3]]
+
+
+def test_sglang_traceback_with_other_ranks_interleaved() -> None:
+    """TP2's bare continuation lines join its traceback; TP0/TP1/TP3 lines stay apart."""
+    path = INCIDENTS / "sglang-selfkill.journal.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    events = group(lines)
+    traceback = next(e for e in events if "Scheduler hit an exception" in e.first.text)
+    numbers = line_numbers(traceback)
+
+    assert traceback.first.rank == "TP2"
+    assert numbers[0] == 35
+    # Through the final exception line and SGLang's "Possible solutions" list.
+    final = next(
+        r for r in traceback.records if r.text.startswith("Exception: Capture cuda graph failed")
+    )
+    assert final.line == 95
+    assert "4. disable CUDA graph by --disable-cuda-graph." in traceback.text
+    assert "torch.OutOfMemoryError: CUDA out of memory" in traceback.text  # the chained cause
+    # Nothing from another rank or from systemd inside it.
+    assert all(r.rank in (None, "TP2") for r in traceback.records)
+    assert all(r.origin == "app" for r in traceback.records)
+    assert "Received sigquit" not in traceback.text
+    # The other ranks' lines between its first and last line are events of their own.
+    inside = [e for e in events if e is not traceback and numbers[0] < e.first.line < numbers[-1]]  # type: ignore[operator]
+    assert inside, "the fixture interleaves other ranks' lines"
+    for event in inside:
+        assert len(event.records) == 1
+        assert event.first.rank in {"TP0", "TP1", "TP3"}
+        assert event.first.line not in numbers
+    # No line is lost or doubled.
+    seen = sorted(n for e in events for n in line_numbers(e))
+    assert seen == list(range(1, len(lines) + 1))
+
+
+def test_vllm_prefixed_traceback_lines_are_grouped_per_process() -> None:
+    prefix0 = "(EngineCore_DP0 pid=4242) ERROR 10-09 21:14:07 [core.py:1100] "
+    prefix1 = "(EngineCore_DP1 pid=4243) ERROR 10-09 21:14:07 [core.py:1100] "
+    events = group(
+        [
+            prefix0 + "EngineCore failed to start.",
+            prefix0 + "Traceback (most recent call last):",
+            prefix1 + "Traceback (most recent call last):",
+            prefix0 + '  File "/vllm/v1/engine/core.py", line 691, in run_engine_core',
+            prefix1 + '  File "/vllm/v1/engine/core.py", line 702, in run_engine_core',
+            prefix0 + "RuntimeError: rank zero failed",
+            prefix1 + "RuntimeError: rank one failed",
+            "(APIServer pid=4200) INFO 10-09 21:14:08 [api_server.py:1] shutting down",
+        ]
+    )
+    groups = {tuple(line_numbers(e)): e for e in events}
+    assert set(groups) == {(1,), (2, 4, 6), (3, 5, 7), (8,)}
+    assert groups[(2, 4, 6)].text.endswith("RuntimeError: rank zero failed")
+    assert groups[(3, 5, 7)].text.endswith("RuntimeError: rank one failed")
+    assert {r.rank for r in groups[(2, 4, 6)].records} == {"EngineCore_DP0"}
+
+
+def test_chained_exceptions_stay_one_event() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/srv/a.py", line 3, in load',
+        "KeyError: 'weight'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/srv/a.py", line 5, in load',
+        "RuntimeError: could not load",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/srv/main.py", line 9, in <module>',
+        "SystemExit: load failed",
+        "",
+        "[2026-03-01 11:00:00] after",
+    ]
+    events = group(lines)
+    assert [line_numbers(e) for e in events] == [list(range(1, 17)), [17]]
+    text = events[0].text
+    for part in ("KeyError: 'weight'", "RuntimeError: could not load", "SystemExit: load failed"):
+        assert part in text
+
+
+def test_a_second_unrelated_traceback_starts_a_new_event() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "KeyError: 1",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in <module>',
+        "KeyError: 2",
+    ]
+    assert [line_numbers(e) for e in group(lines)] == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_systemd_lines_end_a_finished_traceback() -> None:
+    lines = [
+        "Mar 01 11:53:32.1 gpu-node-07 python3[48211]: Traceback (most recent call last):",
+        'Mar 01 11:53:32.2 gpu-node-07 python3[48211]:   File "a.py", line 1, in <module>',
+        "Mar 01 11:53:32.3 gpu-node-07 python3[48211]: ValueError: no",
+        "Mar 01 11:53:33.0 gpu-node-07 systemd[1]: sglang-qwen.service: Main process exited, code=exited, status=1/FAILURE",
+    ]
+    events = list(events_from_lines(lines, LogInput(path=None, name="test.log")))
+    assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]], "emitted in order, not at the end"
+
+
+def test_a_too_long_traceback_is_cut_without_losing_lines() -> None:
+    frames = [f'  File "/srv/f{i}.py", line {i}, in g' for i in range(MAX_TRACEBACK_LINES + 50)]
+    lines = ["Traceback (most recent call last):", *frames, "RecursionError: too deep", "end"]
+    events = group(lines)
+    assert len(events[0].records) == MAX_TRACEBACK_LINES
+    assert all(len(e.records) <= MAX_TRACEBACK_LINES for e in events)
+    numbers = [n for e in events for n in line_numbers(e)]
+    assert sorted(numbers) == list(range(1, len(lines) + 1))
+    assert len(numbers) == len(set(numbers))
+    assert any(e.text == "RecursionError: too deep" for e in events)
+
+
+def test_event_maps_text_offsets_back_to_records() -> None:
+    events = group(
+        [
+            "Traceback (most recent call last):",
+            '  File "a.py", line 1, in <module>',
+            "ValueError: here",
+        ]
+    )
+    event = events[0]
+    assert event.record_at(event.text.index("ValueError")).line == 3
+    assert event.record_at(0).line == 1
