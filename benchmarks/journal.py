@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.generate_log import UNIT, generate  # noqa: E402
-from benchmarks.run import measure  # noqa: E402
+from benchmarks.generate_log import UNIT, generate
+from benchmarks.run import measure
 
 BYTES_PER_LINE = 216  # what generate_log writes on average, journal prefix included
 BOOT_ID = "4e1f0c5b9f8d4e27b3c1a9d8e7f60b25"
@@ -35,7 +35,12 @@ _SHORT = re.compile(
     r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d\.\d{6}) "
     r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$"
 )
-_MONTHS = {m: n for n, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_MONTHS = {
+    m: n
+    for n, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+    )
+}
 
 
 def _journal_remote() -> str:
@@ -44,7 +49,9 @@ def _journal_remote() -> str:
             return path
     found = shutil.which("systemd-journal-remote")
     if not found:
-        raise SystemExit("systemd-journal-remote is needed (Debian: apt-get install systemd-journal-remote)")
+        raise SystemExit(
+            "systemd-journal-remote is needed (Debian: apt-get install systemd-journal-remote)"
+        )
     return found
 
 
@@ -117,7 +124,9 @@ def make_journal(entries: int, directory: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
-    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "diagnose-bench")
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "diagnose-bench"
+    )
     arguments = parser.parse_args()
     arguments.data_dir.mkdir(parents=True, exist_ok=True)
     journal = make_journal(arguments.entries, arguments.data_dir)

@@ -62,12 +62,10 @@ class Redactor:
         self.counts: dict[str, int] = {}
 
     def _placeholder(self, kind: str, secret: str) -> str:
+        """The secret's placeholder; ``counts`` counts distinct secrets, not mentions."""
         if secret not in self._placeholders:
-            number = sum(
-                1 for p in self._placeholders.values() if p.startswith(f"<redacted:{kind}:")
-            )
-            self._placeholders[secret] = f"<redacted:{kind}:{number + 1}>"
-        self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self._placeholders[secret] = f"<redacted:{kind}:{self.counts[kind]}>"
         return self._placeholders[secret]
 
     def text(self, value: str) -> str:

@@ -116,12 +116,16 @@ def test_crlf_capture_evidence_line_numbers_match_the_file() -> None:
         assert lines[evidence.line - 1].rstrip("\r") == evidence.text
 
 
-def test_journal_json_evidence_carries_the_cursor() -> None:
-    cause = primary(run_engine(fixture("fixtures/incidents/crashloop.journal.json")))
+def test_journal_json_export_evidence_has_its_line_and_cursor() -> None:
+    """A `journalctl -o json` export is a file: its lines count; the cursor finds the entry."""
+    path = "fixtures/incidents/crashloop.journal.json"
+    cause = primary(run_engine(fixture(path)))
     assert cause is not None
+    lines = (REPO / path).read_text().splitlines()
     for evidence in cause.evidence:
         assert evidence.cursor and evidence.cursor.startswith("s=")
-        assert evidence.line is None
+        assert evidence.line is not None
+        assert evidence.cursor in lines[evidence.line - 1]
 
 
 # -- distributed-init hang ------------------------------------------------------------------------------

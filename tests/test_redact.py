@@ -86,9 +86,8 @@ def test_the_same_secret_gets_the_same_placeholder(setup) -> None:
 def test_redaction_counts_are_reported(setup) -> None:
     data = json.loads(run(setup, "-f", "json"))
     counts = data["redactions"]
-    assert set(counts) == {"hf_token", "api_key", "flag", "bearer", "url_password"}
-    assert counts["hf_token"] >= 2, "two mentions of the token"
-    assert all(counts[kind] >= 1 for kind in counts)
+    # distinct secrets, not mentions: the token appears twice but is one secret
+    assert counts == {"hf_token": 1, "api_key": 1, "flag": 1, "bearer": 1, "url_password": 1}
     text = run(setup)
     assert re.search(r"Redacted: .*hf_token", text)
     assert "--no-redact shows them" in text

@@ -67,6 +67,7 @@ EVIDENCE_KEYS = {"source", "line", "timestamp", "host", "unit", "text"}
 
 
 def check_contract(data: dict) -> None:
+    kinds = {i["name"]: i["kind"] for i in data["inputs"]}
     assert data["schema_version"] == 1
     assert data["tool"]["name"] == "diagnose" and isinstance(data["tool"]["version"], str)
     assert data["inputs"], "every report says what it read"
@@ -93,10 +94,10 @@ def check_contract(data: dict) -> None:
         assert finding["evidence"]
         for evidence in finding["evidence"]:
             assert set(evidence) >= EVIDENCE_KEYS
-            if evidence.get("cursor") is None:
+            if kinds.get(evidence["source"]) == "journal":  # the journal: cursors, no lines
+                assert evidence["line"] is None and evidence["cursor"]
+            else:  # a file or stdin, a `journalctl -o json` export included: lines count
                 assert isinstance(evidence["line"], int) and evidence["line"] >= 1
-            else:
-                assert evidence["line"] is None
             assert isinstance(evidence["text"], str)
         patch = finding["patch"]
         if patch is not None:

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-from diagnose.models import Diagnosis, Finding, Role
+from diagnose.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
 
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
@@ -19,6 +19,17 @@ _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVIS
 
 def _heading(text: str) -> Text:
     return Text(text, style="bold")
+
+
+def _places(evidence: list[Evidence]) -> str:
+    """Where repeats of a line are: line numbers in a file, times in the journal."""
+
+    def place(e: Evidence) -> str:
+        at = str(e.line) if e.line is not None else when(e.timestamp)
+        return f"{at} [{e.rank}]" if e.rank else at
+
+    lines = all(e.line is not None for e in evidence)
+    return ("lines " if lines else "") + ", ".join(place(e) for e in evidence)
 
 
 def _shorten(text: str, limit: int = 300) -> str:
@@ -55,13 +66,19 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
         return Group(*parts)
     parts += [Text(""), Text(finding.explanation)]
     parts += [Text(""), _heading("Evidence")]
-    for evidence in finding.evidence:
+    repeats: dict[str, list[Evidence]] = {}
+    for evidence in finding.evidence:  # the same line again (other attempts): said once
+        repeats.setdefault(evidence.message or evidence.text, []).append(evidence)
+    for message, group in repeats.items():
+        first = group[0]
         line = Text()
-        line.append(f"{where(evidence)}", style="cyan")
-        line.append(f"  {when(evidence.timestamp)}  ", style="dim")
-        if evidence.rank:
-            line.append(f"[{evidence.rank}] ", style="magenta")
-        line.append(_shorten(evidence.message or evidence.text))
+        line.append(f"{where(first)}", style="cyan")
+        line.append(f"  {when(first.timestamp)}  ", style="dim")
+        if first.rank:
+            line.append(f"[{first.rank}] ", style="magenta")
+        line.append(_shorten(message))
+        if len(group) > 1:
+            line.append(f"  (again at {_places(group[1:])})", style="dim")
         parts.append(_indent(line))
     if finding.hypotheses:
         parts += [Text(""), _heading("Likely causes, most likely first")]
