@@ -31,12 +31,27 @@ class Applied:
         return ["systemctl daemon-reload", f"systemctl restart {unit}"]
 
 
-def dropin_path(unit: str, root: Path = Path("/")) -> Path:
-    """Where the drop-in goes; refuses a unit name or a symlink that leads out of it."""
+def check_unit_name(unit: str) -> str:
+    """``unit`` when it is a full unit name diagnose may write files for, else a user error."""
     if not _UNIT.match(unit) or unit.startswith(".") or ".." in unit:
         raise UserError(f"{unit!r}: not a unit name I can write a drop-in for")
+    return unit
+
+
+def unit_path(unit: str, root: Path = Path("/")) -> Path:
+    """Where a unit file of ours goes (``/etc/systemd/system/UNIT``); refuses a symlink."""
+    check_unit_name(unit)
+    target = root / DROPIN_DIR / unit
+    if target.is_symlink():
+        raise UserError(f"{target}: is a symlink; refusing to write through it")
+    return target
+
+
+def dropin_path(unit: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> Path:
+    """Where the drop-in goes; refuses a unit name or a symlink that leads out of it."""
+    check_unit_name(unit)
     base = (root / DROPIN_DIR).resolve()
-    target = root / DROPIN_DIR / f"{unit}.d" / DROPIN_NAME
+    target = root / DROPIN_DIR / f"{unit}.d" / name
     resolved_dir = target.parent.resolve()
     if resolved_dir.parent != base or resolved_dir.name != f"{unit}.d":
         raise UserError(
@@ -48,9 +63,14 @@ def dropin_path(unit: str, root: Path = Path("/")) -> Path:
     return target
 
 
-def apply_dropin(unit: str, text: str, root: Path = Path("/")) -> Applied:
+def apply_dropin(unit: str, text: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> Applied:
     """Write ``text`` as the unit's diagnose drop-in under ``root``."""
-    target = dropin_path(unit, root)
+    return install_file(dropin_path(unit, root, name), text)
+
+
+def install_file(target: Path, text: str) -> Applied:
+    """Write ``text`` to ``target`` atomically, keeping a different old file as ``NAME.bak``;
+    the same text again writes nothing."""
     try:
         current = target.read_text(encoding="utf-8") if target.exists() else None
     except OSError as error:
@@ -61,7 +81,7 @@ def apply_dropin(unit: str, text: str, root: Path = Path("/")) -> Applied:
     try:
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         if current is not None:
-            backup = target.with_name(DROPIN_NAME + ".bak")
+            backup = target.with_name(target.name + ".bak")
             _write(backup, current)
         _write(target, text)
     except PermissionError:

@@ -46,7 +46,8 @@ class JournalResult:
     notes: list[str]
 
 
-def _query(options: JournalOptions) -> source.JournalQuery:
+def journal_query(options: JournalOptions) -> source.JournalQuery:
+    """The journal query the options describe (checked: files exist, times parse)."""
     for path in options.files:
         if not path.is_file():
             raise UserError(f"--file {path}: no such file", help="pass a .journal file")
@@ -97,9 +98,22 @@ def _patched(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diag
 def diagnose_journal(
     options: JournalOptions, signature_dirs: list[Path], hang_after: float | None, warn: Say
 ) -> JournalResult:
-    query = _query(options)
+    query = journal_query(options)
     backend = source.open_backend(query.location, options.reader)
     scope = source.select(query, backend)
+    return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
+
+
+def diagnose_scope(
+    scope: source.Scope,
+    query: source.JournalQuery,
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Say,
+) -> JournalResult:
+    """Diagnose the records of ``scope`` (read for ``query``): the engine, the GPU snapshot
+    when the journal is this machine's, and the patches against the unit's config."""
     if not scope.records:
         where = query.location.describe()
         raise UserError(

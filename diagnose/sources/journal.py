@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -654,6 +654,26 @@ def select(query: JournalQuery, backend: Backend | None = None, year: int | None
         return scope
     stamp = datetime.fromtimestamp(scope.attempts[-1].last_us / 1_000_000, tz=timezone.utc)
     read_scope(backend, scope, f"journal:{query.unit}", year or stamp.year)
+    return scope
+
+
+def recent_attempts(query: JournalQuery, backend: Backend, count: int) -> Scope:
+    """The unit's last ``count`` start attempts (oldest first, each with its end-of-run
+    messages read), without their records: ``read_attempts`` reads those of the chosen ones."""
+    boot = resolve_boot(backend, query.boot)
+    return scan_attempts(backend, replace(query, invocations=max(1, count)), boot)
+
+
+def read_attempts(
+    backend: Backend, scan: Scope, attempts: list[Attempt], year: int | None = None
+) -> Scope:
+    """A scope of ``attempts`` alone (taken from ``scan``, oldest first), with their records:
+    one start attempt diagnosed apart from the ones around it."""
+    scope = Scope(unit=scan.unit, backend=scan.backend, attempts=list(attempts), boot=scan.boot)
+    if not attempts:
+        return scope
+    stamp = datetime.fromtimestamp(attempts[-1].last_us / 1_000_000, tz=timezone.utc)
+    read_scope(backend, scope, f"journal:{scan.unit}", year or stamp.year)
     return scope
 
 

@@ -1,0 +1,127 @@
+"""``diagnose postmortem write -u UNIT`` (what ``diagnose-postmortem@.service`` runs) and
+``diagnose postmortems list``: a Markdown and a JSON report of the failed start, kept in
+``/var/lib/diagnose/postmortems/UNIT-YYYYmmddTHHMMSSZ.{md,json}``, named by the unit and the
+time of the failure's last journal entry."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from diagnose.commands.journal import JournalOptions, JournalResult, Say, diagnose_journal
+from diagnose.commands.report import write_atomically
+from diagnose.errors import UserError
+from diagnose.redact import redact
+from diagnose.render import render
+
+STAMP = "%Y%m%dT%H%M%SZ"
+_NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
+
+
+class ListFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@dataclass(frozen=True)
+class Written:
+    markdown: Path
+    json: Path
+    result: JournalResult
+
+
+def _directory(directory: Path) -> None:
+    if directory.is_dir():
+        return
+    try:
+        directory.mkdir(mode=0o750, parents=True)
+        directory.chmod(0o750)  # mkdir's mode is masked by the umask
+    except PermissionError:
+        raise UserError(
+            f"{directory}: permission denied", help="run as root, or pass --dir DIR"
+        ) from None
+    except OSError as error:
+        raise UserError(f"{directory}: cannot create: {error.strerror}") from None
+
+
+def report_stem(unit: str, when: datetime) -> str:
+    return f"{unit}-{when.astimezone(timezone.utc).strftime(STAMP)}"
+
+
+def write(
+    options: JournalOptions,
+    directory: Path,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Say,
+) -> Written:
+    """Diagnose the unit as ``diagnose journal`` does and write both reports (redacted); the
+    JSON goes last, so a listed JSON always has its Markdown beside it."""
+    result = diagnose_journal(options, signature_dirs, hang_after, warn)
+    diagnosis = redact(result.diagnosis)
+    unit = diagnosis.unit or result.scope.unit
+    failed_at = datetime.fromtimestamp(result.scope.attempts[-1].last_us / 1e6, tz=timezone.utc)
+    _directory(directory)
+    stem = report_stem(unit, failed_at)
+    markdown, report = directory / f"{stem}.md", directory / f"{stem}.json"
+    write_atomically(markdown, render(diagnosis, "markdown"))
+    write_atomically(report, render(diagnosis, "json"))
+    return Written(markdown, report, result)
+
+
+def _row(path: Path, stamp: str, unit: str) -> dict[str, Any]:
+    when = datetime.strptime(stamp, STAMP).replace(tzinfo=timezone.utc)
+    row: dict[str, Any] = {
+        "unit": unit,
+        "time": when.isoformat(),
+        "signature": None,
+        "category": None,
+        "title": None,
+        "json": str(path),
+        "markdown": str(path.with_suffix(".md")) if path.with_suffix(".md").exists() else None,
+        "error": None,
+    }
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        primary = next(
+            (f for f in report.get("findings", []) if f.get("id") == report.get("primary")), None
+        )
+    except (OSError, ValueError, AttributeError) as error:
+        row["error"] = f"unreadable report: {error}"
+        return row
+    row["unit"] = report.get("unit") or unit
+    if primary is not None:
+        row |= {k: primary.get(k) for k in ("signature", "category", "title")}
+    return row
+
+
+def listing(directory: Path) -> list[dict[str, Any]]:
+    """The reports in ``directory``, newest first (an absent directory holds none)."""
+    if not directory.exists():
+        return []
+    try:
+        paths = list(directory.iterdir())
+    except PermissionError:
+        raise UserError(f"{directory}: permission denied", help="run with sudo") from None
+    except OSError as error:
+        raise UserError(f"{directory}: cannot read: {error.strerror}") from None
+    rows = []
+    for path in paths:
+        if match := _NAME.match(path.name):
+            rows.append((match["stamp"], path.name, _row(path, match["stamp"], match["unit"])))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]), reverse=True)]
+
+
+def text_line(row: dict[str, Any]) -> str:
+    when = row["time"].replace("T", " ").replace("+00:00", "Z")
+    what = row["error"] or (
+        f"{row['signature']} ({row['category']}): {row['title']}"
+        if row["signature"]
+        else "no known cause"
+    )
+    return f"{when}  {row['unit']:<32} {what}\n{'':22}{row['markdown'] or row['json']}"
