@@ -12,11 +12,15 @@ from typing import Annotated
 import typer
 
 from diagnose import __version__
+from diagnose.commands import hook as hook_commands
+from diagnose.commands import postmortem as postmortem_commands
 from diagnose.commands import report
 from diagnose.commands import signatures as signature_commands
+from diagnose.commands import verify as verify_commands
 from diagnose.commands.file import diagnose_files
 from diagnose.commands.journal import JournalOptions, diagnose_journal
 from diagnose.commands.journal import apply as apply_dropin
+from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
 from diagnose.errors import ExitCode, UserError
 from diagnose.library import load_library
@@ -230,6 +234,163 @@ def watch_command(
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
 
 
+hook_app = typer.Typer(
+    help="Write a postmortem whenever a unit fails (an OnFailure= hook).", no_args_is_help=True
+)
+app.add_typer(hook_app, name="hook")
+postmortem_app = typer.Typer(help="Write a postmortem of a failed unit.", no_args_is_help=True)
+app.add_typer(postmortem_app, name="postmortem")
+postmortems_app = typer.Typer(help="The postmortems the hook wrote.", no_args_is_help=True)
+app.add_typer(postmortems_app, name="postmortems")
+
+HookUnitOption = Annotated[
+    str, typer.Option("--unit", "-u", help="The unit, as systemctl takes it.")
+]
+HookRootOption = Annotated[Path, typer.Option(help="Operate on this root directory instead of /.")]
+JournalFilesOption = Annotated[
+    list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
+]
+JournalDirOption = Annotated[
+    Path | None, typer.Option("--directory", "-D", help="Read the journal files in DIR.")
+]
+
+
+@hook_app.command("install")
+def hook_install(
+    unit: HookUnitOption,
+    root: HookRootOption = Path("/"),
+    diagnose_path: Annotated[
+        str | None,
+        typer.Option(help="Absolute path of the diagnose the hook runs (default: this one)."),
+    ] = None,
+) -> None:
+    """Add an OnFailure= drop-in to UNIT and the diagnose-postmortem@.service it starts."""
+    result = hook_commands.install(unit, root, diagnose_path)
+    for line in hook_commands.describe(result, installing=True):
+        typer.echo(f"diagnose: {line}", err=True)
+
+
+@hook_app.command("remove")
+def hook_remove(unit: HookUnitOption, root: HookRootOption = Path("/")) -> None:
+    """Take the hook away (the template too, when no other unit uses it)."""
+    result = hook_commands.remove(unit, root)
+    for line in hook_commands.describe(result, installing=False):
+        typer.echo(f"diagnose: {line}", err=True)
+
+
+@postmortem_app.command("write")
+def postmortem_write(
+    unit: Annotated[str, typer.Option("--unit", "-u", help="The failed unit.")],
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where the reports go.")
+    ] = hook_commands.POSTMORTEM_DIR,
+    files: JournalFilesOption = None,
+    journal_dir: JournalDirOption = None,
+    signature_dirs: SignatureDirs = None,
+    hang_after: HangAfterOption = None,
+) -> None:
+    """Diagnose UNIT's failed start (as diagnose journal does) and write UNIT-TIME.md and .json."""
+    options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
+    written = postmortem_commands.write(
+        options, directory, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+    )
+    typer.echo(f"diagnose: {written.result.scope.describe()}", err=True)
+    typer.echo(f"diagnose: wrote {written.markdown}", err=True)
+    typer.echo(f"diagnose: wrote {written.json}", err=True)
+
+
+@postmortems_app.command("list")
+def postmortems_list(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where the reports are.")
+    ] = hook_commands.POSTMORTEM_DIR,
+    fmt: Annotated[
+        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = postmortem_commands.ListFormat.text,
+) -> None:
+    """The postmortems written, newest first: unit, time, and the root cause found."""
+    rows = postmortem_commands.listing(directory)
+    if fmt is postmortem_commands.ListFormat.json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo(f"diagnose: no postmortems in {directory}", err=True)
+    for row in rows:
+        typer.echo(postmortem_commands.text_line(row))
+
+
+@app.command("verify")
+def verify_command(
+    unit: Annotated[str, typer.Option("--unit", "-u", help="The unit, as journalctl -u takes it.")],
+    compare: Annotated[
+        Path | None,
+        typer.Option(help="Compare with this saved JSON report (default: the last failed start)."),
+    ] = None,
+    files: JournalFilesOption = None,
+    journal_dir: JournalDirOption = None,
+    boot: Annotated[
+        str | None,
+        typer.Option("--boot", "-b", help="Boot ID, or offset: 0 this boot, -1 the one before."),
+    ] = None,
+    fmt: Annotated[
+        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = postmortem_commands.ListFormat.text,
+    signature_dirs: SignatureDirs = None,
+    hang_after: HangAfterOption = None,
+) -> None:
+    """After a fix: is the last failed start's root cause gone, and did the server reach ready?"""
+    options = JournalOptions(unit=unit, files=files or [], directory=journal_dir, boot=boot)
+    verification = verify_commands.verify(
+        options, compare, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+    )
+    if fmt is postmortem_commands.ListFormat.json:
+        typer.echo(verification.model_dump_json(indent=2))
+    else:
+        typer.echo(verify_commands.render_text(verification), nl=False)
+    raise typer.Exit(verify_commands.exit_code(verification))
+
+
+@app.command("preflight")
+def preflight_command(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="The server command line, after -- (instead of a unit)."),
+    ] = None,
+    unit: Annotated[
+        str | None, typer.Option("--unit", "-u", help="The unit that will start the server.")
+    ] = None,
+    unit_file: Annotated[
+        Path | None, typer.Option(help="Check this unit file (drop-ins from PATH.d/ beside it).")
+    ] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(help="Read unit files, environment files and model directories under DIR."),
+    ] = None,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Take no nvidia-smi snapshot.")] = False,
+    no_port: Annotated[
+        bool, typer.Option("--no-port", help="Do not check that the port is free.")
+    ] = False,
+    fmt: FormatOption = Format.text,
+    output: OutputOption = None,
+    signature_dirs: SignatureDirs = None,
+    fail_on: FailOnOption = FailOn.error,
+    no_redact: NoRedactOption = False,
+) -> None:
+    """Check a launch configuration before the start: flags, environment, the model's
+    config.json, the GPUs and the port, against the signature library."""
+    options = PreflightOptions(
+        unit=unit,
+        unit_file=unit_file,
+        command=command or [],
+        root=root,
+        gpu=not no_gpu,
+        port=not no_port,
+    )
+    result = run_preflight(options, signature_dirs or [], _warn)
+    report.emit(result.diagnosis, fmt.value, output, no_redact)
+    raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
+
+
 @signatures_app.command("list")
 def signatures_list(
     signature_dirs: SignatureDirs = None,
@@ -316,10 +477,14 @@ def main() -> None:
         if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
             typer.echo("diagnose: interrupted", err=True)
             sys.exit(130)
-        if callable(getattr(error, "show", None)) and isinstance(
+        if callable(getattr(error, "format_message", None)) and isinstance(
             getattr(error, "exit_code", None), int
-        ):
-            error.show()  # type: ignore[attr-defined]  # a usage error: bad option or argument
+        ):  # a usage error (bad option or argument): one line, like every user error
+            message = error.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+            context = getattr(error, "ctx", None)
+            command = context.command_path if context is not None else "diagnose"
+            if message:  # no message: the help was shown (no arguments given)
+                typer.echo(f"diagnose: error: {message} (help: {command} --help)", err=True)
             sys.exit(ExitCode.USER_ERROR)
         if _debug:
             traceback.print_exc()

@@ -345,15 +345,8 @@ class Engine:
             for hits in self._occurrences(state):
                 drafts.append(self._draft(state, hits, unit, engine))
                 self.values.setdefault(state.signature.id, drafts[-1].values)
-        findings = _rank(drafts)
-        primary = next(
-            (
-                f.id
-                for f in findings
-                if f.role is Role.ROOT_CAUSE and f.severity.rank >= Severity.ERROR.rank
-            ),
-            None,
-        )
+        findings = rank(drafts)
+        primary = primary_of(findings)
         return Diagnosis(
             inputs=inputs,
             primary=primary,
@@ -384,16 +377,16 @@ class Engine:
         chain = _sequence(state.steps, match.within)
         return [chain] if chain else []
 
-    def _draft(
-        self, state: _State, hits: list[Hit], unit: str | None, engine: str | None
-    ) -> _Draft:
+    def _draft(self, state: _State, hits: list[Hit], unit: str | None, engine: str | None) -> Draft:
         signature = state.signature
         first = min(hits, key=lambda h: h.seq)
         count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
         attempts = len({h.attempt for h in hits})
         values: dict[str, Any] = {**self.facts, **state.context}
-        for hit in sorted(hits, key=lambda h: h.seq, reverse=True):
-            values.update(hit.captures)  # the first failure's values win
+        # The first failure's values win; a count (a restart counter) reads the latest.
+        latest_wins = isinstance(signature.match, CountMatch)
+        for hit in sorted(hits, key=lambda h: h.seq, reverse=not latest_wins):
+            values.update(hit.captures)
         for hit in state.support:
             for name, value in hit.captures.items():
                 values.setdefault(name, value)
@@ -409,14 +402,11 @@ class Engine:
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
             values["quiet_for"] = _spoken_duration(state.quiet_s)
             values["threshold"] = _spoken_duration(self._within(state))
-        for name, arithmetic in signature.derived.items():
-            number = arithmetic.value(values)
-            if number is not None:
-                values[name] = round(number, 4)
+        derive(signature, values)
         confidence = signature.confidence
         if state.support and confidence is not Confidence.HIGH:
             confidence = Confidence.HIGH if confidence is Confidence.MEDIUM else Confidence.MEDIUM
-        return _Draft(
+        return Draft(
             signature=signature,
             seq=first.seq,
             values=values,
@@ -429,8 +419,30 @@ class Engine:
         )
 
 
+def derive(signature: Signature, values: dict[str, Any]) -> None:
+    """Add the signature's derived values (``derive:``) to ``values``."""
+    for name, arithmetic in signature.derived.items():
+        number = arithmetic.value(values)
+        if number is not None:
+            values[name] = round(number, 4)
+
+
+def primary_of(findings: list[Finding]) -> str | None:
+    """The id of the root cause: the first root-cause finding of severity error or above."""
+    return next(
+        (
+            f.id
+            for f in findings
+            if f.role is Role.ROOT_CAUSE and f.severity.rank >= Severity.ERROR.rank
+        ),
+        None,
+    )
+
+
 @dataclass
-class _Draft:
+class Draft:
+    """One occurrence of a signature, before ranking (the engine's, or preflight's)."""
+
     signature: Signature
     seq: int
     values: dict[str, Any]
@@ -521,14 +533,14 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     chosen = ordered[: MAX_EVIDENCE - 1] + ([ordered[-1]] if len(ordered) >= MAX_EVIDENCE else [])
     first = ordered[0]
     header = first.event.first
-    records: list[Record] = []
+    # A bare traceback line has no time of its own: it has its traceback's.
+    records: list[tuple[Record, datetime | None]] = []
     if header is not first.record and len(first.event.records) > 1:
-        records.append(header)
-    records += [h.record for h in chosen]
-    records += [h.record for h in support]
+        records.append((header, header.ts))
+    records += [(h.record, h.event.ts) for h in (*chosen, *support)]
     seen: set[tuple[str, int | None, str | None, str]] = set()
     evidence = []
-    for record in records:
+    for record, stamp in records:
         key = (record.source, record.line, record.cursor, record.raw)
         if key in seen:
             continue
@@ -536,9 +548,9 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
         evidence.append(
             Evidence(
                 source=record.source,
-                line=record.line if record.cursor is None else None,
+                line=record.line,
                 cursor=record.cursor,
-                timestamp=record.ts,
+                timestamp=record.ts or stamp,
                 host=record.host,
                 unit=record.unit or (unit if record.origin == "app" and record.host else None),
                 rank=record.rank,
@@ -597,14 +609,15 @@ def _is_failure(signature: Signature) -> bool:
     return signature.role is Role.ROOT_CAUSE and signature.severity.rank >= Severity.ERROR.rank
 
 
-def _rank(drafts: list[_Draft]) -> list[Finding]:
-    """One primary root cause: the first specific failure; the rest follow from it."""
+def rank(drafts: list[Draft]) -> list[Finding]:
+    """One primary root cause: the first specific failure (lowest ``seq``); the rest follow
+    from it. Findings are built here, texts and patches filled from each draft's values."""
     superseded = {s for d in drafts for s in d.signature.supersedes}
     drafts = [d for d in drafts if d.signature.id not in superseded]
     if any(not d.signature.generic and _is_failure(d.signature) for d in drafts):
         drafts = [d for d in drafts if not d.signature.generic]  # only when nothing else fits
 
-    def order(d: _Draft) -> tuple[bool, int, int]:
+    def order(d: Draft) -> tuple[bool, int, int]:
         return (d.signature.generic, d.seq, -d.signature.severity.rank)
 
     causes = sorted((d for d in drafts if _is_failure(d.signature)), key=order)

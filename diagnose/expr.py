@@ -1,7 +1,9 @@
 """Small, safe expressions over captured values: conditions, derived numbers, templates.
 
-Conditions are ``name``, ``not name`` or ``left OP right`` with OP one of
-``< <= > >= == !=``; operands are names, numbers or quoted strings. Derived values are
+Conditions are ``name``, ``not name``, ``left OP right`` with OP one of
+``< <= > >= == !=``, or ``left in right`` / ``left not in right`` where ``right`` is a name
+holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); operands are
+names, numbers or quoted strings. Derived values are
 arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``)
 over names and numbers. Nothing is ever passed to ``eval``.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 import string
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,6 +63,21 @@ def as_number(value: Any) -> float | None:
     return None
 
 
+_MEMBERSHIP = re.compile(r"^\s*(?P<left>\S+)\s+(?P<op>not\s+in|in)\s+(?P<right>\S.*?)\s*$")
+
+
+def _names(*tokens: str) -> set[str]:
+    return {t.strip() for t in tokens if t.strip().isidentifier()}
+
+
+def _members(value: Any) -> list[str] | None:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [format_number(v) for v in value]
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return None
+
+
 def _operand(token: str) -> Callable[[Values], Any]:
     token = token.strip()
     if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
@@ -83,12 +101,37 @@ class Condition:
             left, found, right = text.partition(symbol)
             if found:
                 self._test = self._comparison(_operand(left), compare, _operand(right))
+                self.names = _names(left, right)
                 return
+        membership = _MEMBERSHIP.match(text)
+        if membership:
+            left, right = membership.group("left"), membership.group("right")
+            self._test = self._membership(
+                _operand(left), membership.group("op") == "in", _operand(right)
+            )
+            self.names = _names(left, right)
+            return
         negate = text.startswith("not ")
         name = text[4:].strip() if negate else text
         if not name.isidentifier():
-            raise ExpressionError(f"condition {source!r}: expected 'name', 'not name' or 'a OP b'")
+            raise ExpressionError(
+                f"condition {source!r}: expected 'name', 'not name', 'a OP b' or 'a in b'"
+            )
+        self.names = {name}
+        """Names the condition reads."""
         self._test = (lambda v: not v.get(name)) if negate else (lambda v: bool(v.get(name)))
+
+    @staticmethod
+    def _membership(
+        left: Callable[[Values], Any], inside: bool, right: Callable[[Values], Any]
+    ) -> Callable[[Values], bool]:
+        def test(values: Values) -> bool:
+            item, members = left(values), _members(right(values))
+            if item is None or members is None:
+                return False
+            return (format_number(item) in members) is inside
+
+        return test
 
     @staticmethod
     def _comparison(
@@ -179,7 +222,9 @@ def template_fields(template: str) -> set[str]:
 
 
 def format_number(value: Any) -> str:
-    """Numbers without a useless ``.0``; everything else as text."""
+    """Numbers without a useless ``.0``; lists as ``a, b, c``; everything else as text."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_number(v) for v in value)
     if isinstance(value, float):
         return f"{value:.0f}" if value.is_integer() else f"{value:g}"
     return str(value)

@@ -181,3 +181,44 @@ def snapshot(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> GpuSnapsh
             missing=f"nvidia-smi failed: {said[0] if said else f'exit {gpus.returncode}'}"
         )
     return GpuSnapshot(parse_query_gpu(gpus.stdout), parse_query_apps(apps.stdout))
+
+
+def uuids(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> dict[str, int]:
+    """GPU UUID -> index (to place ``--query-compute-apps`` rows on a GPU); empty if unknown."""
+    try:
+        import pynvml  # nvidia-ml-py, optional
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            try:
+                found = {}
+                for index in range(pynvml.nvmlDeviceGetCount()):
+                    uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+                    found[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = index
+                return found
+            finally:
+                with contextlib.suppress(Exception):
+                    pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    binary = shutil.which(nvidia_smi)
+    if binary is None:
+        return {}
+    try:
+        result = subprocess.run(
+            [binary, "--query-gpu=index,uuid", _FORMAT],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for line in result.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].startswith(("GPU-", "MIG-")):
+            found[parts[1]] = int(parts[0])
+    return found

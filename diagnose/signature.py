@@ -161,6 +161,47 @@ class PatchSpec(_Schema):
         return value
 
 
+Phase = Literal[
+    "launch", "dist_init", "load_weights", "kv_cache", "cuda_graph", "http_server", "warmup"
+]
+
+
+class PreflightRule(_Schema):
+    """When the launch configuration alone shows the failure (``diagnose preflight``).
+
+    Conditions read configuration values: flags (``tp_size``), environment variables by their
+    own names, model facts (``model_is_hybrid``), GPU and port facts. The rules of a
+    signature are alternatives: the first that holds reports it.
+    """
+
+    when: list[str] = Field(min_length=1, description="Conditions on the configuration (all).")
+    evidence: str | None = Field(
+        default=None,
+        description="What in the configuration shows it, e.g. '--tp-size {tp_size} on "
+        "{visible_gpus} GPUs'; becomes the first evidence entry.",
+    )
+    phase: Phase = Field(
+        default="launch", description="The startup phase the server would fail in."
+    )
+    values: dict[str, str] = Field(
+        default_factory=dict,
+        description="Names the signature's texts and patches use (its captures), as templates "
+        "over configuration values: {value: '{tool_call_parser}'}.",
+    )
+    explanation: list[Text] = Field(
+        default_factory=list,
+        description="Replaces the signature's explanation (which tells of a failed start).",
+    )
+    patches: list[PatchSpec] = Field(
+        default_factory=list, description="Tried before the signature's own patches."
+    )
+
+    @field_validator("explanation", mode="before")
+    @classmethod
+    def _explanation_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
 class Example(_Schema):
     name: str
     log: str
@@ -218,6 +259,11 @@ class Signature(_Schema):
     hypotheses: list[HypothesisSpec] = Field(default_factory=list)
     alternatives: list[Text] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
+    preflight: list[PreflightRule] = Field(
+        default_factory=list,
+        description="Launch configurations that fail this way, caught before the start "
+        "(alternatives: any one rule reports it).",
+    )
     examples: Examples
 
     _derived: dict[str, Arithmetic] = PrivateAttr(default_factory=dict)
@@ -250,6 +296,9 @@ class Signature(_Schema):
     def _conditional_items(self) -> list[list[str]]:
         items = [t.when for t in (*self.explanation, *self.next_checks, *self.alternatives)]
         items += [h.when for h in self.hypotheses] + [p.when for p in self.patches]
+        for rule in self.preflight:
+            items += [rule.when, *(t.when for t in rule.explanation)]
+            items += [p.when for p in rule.patches]
         return items
 
     def _templates(self) -> list[str]:
@@ -258,8 +307,13 @@ class Signature(_Schema):
         texts += [p.note for p in self.patches if p.note] + (
             [self.patch_note] if self.patch_note else []
         )
-        for patch in self.patches:
+        patches = [*self.patches, *(p for r in self.preflight for p in r.patches)]
+        for patch in patches:
             texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]
+            texts += [patch.note] if patch.note else []
+        for rule in self.preflight:
+            texts += [*rule.values.values(), *(t.text for t in rule.explanation)]
+            texts += [rule.evidence] if rule.evidence else []
         return texts
 
     @property

@@ -1,0 +1,376 @@
+"""``diagnose preflight``: refuse a known-bad launch configuration before the (slow) start.
+
+This module does the reading: the unit (file, drop-ins, environment files), the model's
+``config.json`` and weight size, an ``nvidia-smi`` snapshot, whether the port is free. The
+judging is :mod:`diagnose.preflight`'s; patches are rendered against the unit exactly as
+``diagnose journal`` renders them.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shlex
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from diagnose import gpu
+from diagnose.commands.journal import _patched
+from diagnose.dropin import DROPIN_NAME
+from diagnose.errors import UserError
+from diagnose.gpu import GpuSnapshot
+from diagnose.library import builtin_dir, load_library
+from diagnose.models import Diagnosis, InputSummary
+from diagnose.preflight import (
+    COMMAND_LINE,
+    DEFAULTS,
+    LaunchConfig,
+    ModelFacts,
+    Origin,
+    PortFacts,
+    check,
+    expand_argv,
+    parse_command,
+)
+from diagnose.unit import (
+    UnitConfig,
+    find_unit,
+    load_unit_file,
+    parse_environment_assignments,
+    systemctl_unit,
+)
+
+Say = Callable[[str], None]
+DATA_FILES = ("_parsers.yaml", "_flags.yaml")
+
+
+@dataclass
+class PreflightOptions:
+    unit: str | None = None
+    unit_file: Path | None = None
+    command: list[str] = field(default_factory=list)
+    root: Path | None = None
+    """Read unit files, environment files and local model directories under this root."""
+    gpu: bool = True
+    port: bool = True
+    snapshot: Callable[[], GpuSnapshot] | None = None
+    """How to look at the GPUs (tests pass their own); default :func:`gpu.snapshot`."""
+
+
+@dataclass
+class PreflightResult:
+    diagnosis: Diagnosis
+    config: LaunchConfig
+    unit: UnitConfig | None
+    notes: list[str]
+
+
+def _unit_name(name: str) -> str:
+    suffixes = (".service", ".socket", ".target", ".timer", ".mount", ".path", ".slice")
+    return name if name.endswith(suffixes) else f"{name}.service"
+
+
+def _load_unit(options: PreflightOptions, exclude: list[str]) -> UnitConfig | None:
+    name = _unit_name(options.unit) if options.unit else None
+    if options.unit_file is not None:
+        if not options.unit_file.is_file():
+            raise UserError(f"--unit-file {options.unit_file}: no such file")
+        return load_unit_file(options.unit_file, name, options.root)
+    assert name is not None
+    if options.root is not None:
+        return find_unit(name, options.root, exclude=exclude)
+    return systemctl_unit(name, exclude=exclude)
+
+
+def _data(name: str) -> dict[str, Any]:
+    path = builtin_dir() / name
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise UserError(f"{path}: cannot read: {error}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _under(root: Path | None, path: str) -> Path:
+    return (root / path.lstrip("/")) if root is not None else Path(path)
+
+
+def _exec_origin(unit: UnitConfig) -> Origin | None:
+    settings = [s for s in unit.settings if s.section == "Service" and s.key == "ExecStart"]
+    settings = [s for s in settings if s.value]
+    if not settings:
+        return None
+    last = settings[-1]
+    return Origin(last.path, last.line, f"ExecStart={last.value}")
+
+
+def _env_origins(unit: UnitConfig) -> dict[str, Origin]:
+    origins: dict[str, Origin] = {}
+    for setting in unit.settings:
+        if setting.section == "Service" and setting.key == "Environment" and setting.value:
+            for name, _ in parse_environment_assignments(setting.value):
+                origins[name] = Origin(setting.path, setting.line, f"Environment={setting.value}")
+    for env_file in unit.environment_files:
+        for name, value in env_file.values.items():
+            origins[name] = Origin(env_file.path, None, f"{name}={value}")
+    return origins
+
+
+# -- facts the checks need ----------------------------------------------------------------
+
+
+def _hf_snapshot(model: str, environment: Mapping[str, str], root: Path | None) -> Path | None:
+    """A Hugging Face id (``org/name``) in the unit's HF cache, when it is there."""
+    if model.startswith((".", "/")) or model.count("/") != 1:
+        return None
+    home = environment.get("HF_HUB_CACHE") or (
+        f"{environment['HF_HOME']}/hub" if environment.get("HF_HOME") else None
+    )
+    if not home:
+        return None
+    repo = _under(root, home) / f"models--{model.replace('/', '--')}"
+    ref = repo / "refs" / "main"
+    try:
+        if ref.is_file():
+            candidate = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
+            return candidate if candidate.is_dir() else None
+        snapshots = sorted((repo / "snapshots").iterdir(), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return None
+    return snapshots[-1] if snapshots else None
+
+
+def _weights_bytes(directory: Path) -> int | None:
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        try:
+            data = json.loads((directory / index).read_text(encoding="utf-8"))
+            total = data.get("metadata", {}).get("total_size")
+            if isinstance(total, (int, float)) and total > 0:
+                return int(total)
+        except (OSError, ValueError, AttributeError):
+            continue
+    for pattern in ("*.safetensors", "*.bin"):
+        try:
+            sizes = [p.stat().st_size for p in directory.glob(pattern)]
+        except OSError:
+            sizes = []
+        if sizes:
+            return sum(sizes)
+    return None
+
+
+def _model(
+    model: Any, environment: Mapping[str, str], root: Path | None, notes: list[str]
+) -> ModelFacts | None:
+    if not isinstance(model, str) or not model or "$" in model or "%" in model:
+        return None
+    directory = _under(root, model)
+    if not directory.is_dir():
+        directory = _hf_snapshot(model, environment, root) or directory
+    if not directory.is_dir():
+        if model.startswith("/"):
+            notes.append(f"model {model}: no such directory here; model checks skipped")
+        elif model.count("/") == 1:
+            notes.append(
+                f"model {model}: a Hugging Face id not in the unit's HF_HOME cache; "
+                "model checks (hybrid layers, weight size) skipped"
+            )
+        return None
+    facts = ModelFacts(path=str(directory))
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        facts.config = config if isinstance(config, dict) else None
+    except OSError:
+        notes.append(f"model {model}: no readable config.json")
+    except ValueError as error:
+        notes.append(f"model {model}: config.json is not valid JSON: {error}")
+    facts.weights_bytes = _weights_bytes(directory)
+    return facts
+
+
+def _port_holder(port: int) -> str | None:
+    """``pid NAME`` of the process listening on ``port`` (from /proc; own processes, or all
+    as root), or None."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if (
+                len(fields) > 9
+                and fields[3] == "0A"
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                inodes.add(fields[9])
+    if not inodes:
+        return None
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in targets:
+                    name = (proc / "comm").read_text(encoding="utf-8").strip()
+                    return f"pid {proc.name} ({name})"
+        except OSError:
+            continue
+    return None
+
+
+def check_port(host: str, port: int, own_pids: frozenset[int]) -> PortFacts:
+    """Can the server bind ``host:port``? Bound as uvicorn and vLLM bind (SO_REUSEADDR on, so
+    connections of a previous run in TIME_WAIT do not count), then closed at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    bind_host = "" if host in ("0.0.0.0", "::") else host
+    in_use: bool | None = False
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((bind_host, port))
+        except OSError as error:
+            in_use = True if error.errno == errno.EADDRINUSE else None
+    holder = _port_holder(port) if in_use else None
+    if holder and int(holder.split()[1]) in own_pids:
+        return PortFacts(host, port, False, holder)
+    return PortFacts(host, port, in_use, holder)
+
+
+def unit_pids(unit: str) -> frozenset[int]:
+    """Processes in the unit's cgroup (a running instance that a restart replaces)."""
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            text = (proc / "cgroup").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if any(line.rstrip().endswith(f"/{unit}") for line in text.splitlines()):
+            pids.add(int(proc.name))
+    return frozenset(pids)
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, UnitConfig | None]:
+    """Read everything the checks need into a :class:`LaunchConfig`."""
+    unit: UnitConfig | None = None
+    if options.command:
+        argv = list(options.command)
+        environment = dict(os.environ)
+        exec_origin: Origin | None = Origin(COMMAND_LINE, None, shlex.join(argv))
+        env_origins: dict[str, Origin] = {}
+        name = _unit_name(options.unit) if options.unit else None
+    elif options.unit or options.unit_file:
+        unit = _load_unit(options, exclude=[])
+        if unit is None:
+            raise UserError(
+                f"{_unit_name(options.unit or '')}: unit not found",
+                help="pass --unit-file PATH, or --root DIR for an installed tree",
+            )
+        notes += unit.problems + unit.warnings
+        command = unit.command
+        environment = unit.effective_environment
+        argv = command.argv if command else []
+        if command is not None and command.through_shell:
+            notes.append(
+                f"{unit.name}: ExecStart= runs a shell script; preflight cannot see the "
+                "engine's flags (check the script's command line with `diagnose preflight -- ...`)"
+            )
+            argv = []
+        argv, missing = expand_argv(argv, environment)
+        for variable in dict.fromkeys(missing):
+            notes.append(
+                f"{unit.name}: ExecStart= uses ${variable}, which no Environment= or "
+                "EnvironmentFile= defines: systemd expands it to nothing"
+            )
+        exec_origin = _exec_origin(unit)
+        env_origins = _env_origins(unit)
+        name = unit.name
+    else:
+        raise UserError(
+            "nothing to check",
+            help="pass -u UNIT, --unit-file PATH, or the command line after --",
+        )
+    parsed = parse_command(argv)
+    if argv and parsed.engine is None:
+        notes.append("no SGLang or vLLM command found in the command line; nothing to check")
+    environment = {**environment, **parsed.environment}
+    config = LaunchConfig(
+        argv=argv,
+        environment=environment,
+        unit=name,
+        exec_origin=exec_origin,
+        env_origins=env_origins,
+        parsers=_data("_parsers.yaml"),
+        flags=_data("_flags.yaml"),
+    )
+    if parsed.engine is None:
+        return config, unit
+    live = options.root is None
+    if name and live:
+        config.own_pids = unit_pids(name)
+    config.model = _model(parsed.args.get("model_path"), environment, options.root, notes)
+    if options.gpu:
+        shot = (options.snapshot or gpu.snapshot)()
+        if shot.missing:
+            notes.append(f"missing evidence: {shot.missing}")
+        else:
+            config.gpus = shot
+            config.gpu_uuids = gpu.uuids() if shot.processes else {}
+    if options.port:
+        defaults = DEFAULTS[parsed.engine]
+        host = str(parsed.args.get("host") or defaults["host"])
+        port_text = str(parsed.args.get("port", defaults["port"]))
+        if port_text.isdigit():
+            port = parsed.published.get(int(port_text), int(port_text))
+            config.port = check_port(host, port, config.own_pids)
+            if config.port.in_use is None:
+                notes.append(f"port {host}:{port}: could not check (not a local address?)")
+    return config, unit
+
+
+def _inputs(options: PreflightOptions, unit: UnitConfig | None) -> list[InputSummary]:
+    if unit is None:
+        return [InputSummary(kind="file", name=COMMAND_LINE, records=1)]
+    files = [unit.fragment, *unit.dropins] if unit.fragment else list(unit.dropins)
+    inputs = []
+    for path in files:
+        if path is None:
+            continue
+        try:
+            lines = len(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            lines = 0
+        inputs.append(InputSummary(kind="file", name=path, records=lines))
+    return inputs
+
+
+def run_preflight(
+    options: PreflightOptions, signature_dirs: list[Path], warn: Say
+) -> PreflightResult:
+    """Check the launch configuration; the diagnosis has the patches rendered against the
+    unit as ``diagnose journal`` renders them (without diagnose's own drop-in)."""
+    notes: list[str] = []
+    config, unit = gather(options, notes)
+    signatures = load_library(signature_dirs)
+    diagnosis = check(config, signatures, _inputs(options, unit))
+    if unit is not None:
+        base = unit if DROPIN_NAME not in {Path(d).name for d in unit.dropins} else None
+        base = base or _load_unit(options, exclude=[DROPIN_NAME]) or unit
+        diagnosis = _patched(diagnosis, base, notes)
+    elif any(f.patch for f in diagnosis.findings):
+        notes.append("no unit given (-u or --unit-file): patches name the changes, no drop-in")
+    diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
+    return PreflightResult(diagnosis, config, unit, notes)

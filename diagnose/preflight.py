@@ -1,0 +1,675 @@
+"""Preflight: the launch configuration judged against the signature library before the start.
+
+Pure: a :class:`LaunchConfig` (argv, environment, and the facts the command layer gathered:
+the model's ``config.json`` and weight size, a GPU snapshot, whether the port is free) in,
+configuration values and a ranked :class:`Diagnosis` out. No I/O, no clock.
+
+>>> command = parse_command(["/opt/venv/bin/python3", "-m", "sglang.launch_server",
+...                          "--model-path", "/m", "--tp", "4", "--disable-radix-cache"])
+>>> command.engine, command.args["tp_size"], command.args["disable_radix_cache"]
+('sglang', '4', True)
+>>> parse_command(["vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2"]).args["model_path"]
+'Qwen/Qwen3-8B'
+>>> expand_argv(["x", "$OPTS", "--a=${B}"], {"OPTS": "--p 1", "B": "two words"})
+(['x', '--p', '1', '--a=two words'], [])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from diagnose import expr
+from diagnose.engine import Draft, derive, primary_of, rank
+from diagnose.gpu import GpuSnapshot
+from diagnose.models import Diagnosis, Evidence, InputSummary
+from diagnose.phases import PHASE_ORDER
+from diagnose.signature import PreflightRule, Signature
+
+COMMAND_LINE = "<command line>"
+GPU_SOURCE = "nvidia-smi"
+PORT_SOURCE = "<port check>"
+FOREIGN_MIB = 1024
+"""Used memory on a GPU with no process rows that counts as held (an idle H200 shows 0 MiB)."""
+
+HYBRID_ARCHITECTURES = (
+    "Qwen3NextForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "NemotronH",
+    "FalconH1",
+    "GraniteMoeHybrid",
+    "Jamba",
+    "MiniMaxM1",
+    "Lfm2",
+    "KimiLinear",
+)
+"""Architecture names (prefixes) of hybrid Mamba / linear-attention models."""
+_HYBRID_LAYER_TYPES = ("linear_attention", "mamba", "mamba2", "linear_attn", "ssm", "gdn")
+_HYBRID_KEYS = ("mamba", "ssm", "linear_attn", "linear_num_")
+
+_ALIASES = {
+    "sglang": {
+        "tp": "tp_size",
+        "tensor_parallel_size": "tp_size",
+        "pp": "pp_size",
+        "pipeline_parallel_size": "pp_size",
+        "dp": "dp_size",
+        "data_parallel_size": "dp_size",
+        "model": "model_path",
+    },
+    "vllm": {
+        "tp": "tp_size",
+        "tensor_parallel_size": "tp_size",
+        "pp": "pp_size",
+        "pipeline_parallel_size": "pp_size",
+        "dp": "dp_size",
+        "data_parallel_size": "dp_size",
+        "model": "model_path",
+        "speculative_config_method": "speculative_method",
+        "speculative_config_num_speculative_tokens": "num_speculative_tokens",
+    },
+}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "sglang": {
+        "host": "127.0.0.1",
+        "port": 30000,
+        "tp_size": 1,
+        "pp_size": 1,
+        "nnodes": 1,
+        "base_gpu_id": 0,
+        "mamba_scheduler_strategy": "auto",
+    },
+    "vllm": {"host": "0.0.0.0", "port": 8000, "tp_size": 1, "pp_size": 1},
+}
+"""The engines' defaults for the few flags preflight reasons about."""
+PROG = {"sglang": "sglang serve", "vllm": "vllm serve"}
+_SPEC_FLAGS = re.compile(r"^--(?:speculative[-_]|num[-_]speculative[-_]tokens)")
+_DOCKER_VALUE_OPTIONS = {
+    "-e", "--env", "-v", "--volume", "-p", "--publish", "--name", "--gpus", "--network",
+    "--net", "--shm-size", "--env-file", "-w", "--workdir", "--entrypoint", "--runtime",
+    "--device", "--ulimit", "--mount", "-u", "--user", "-l", "--label", "--restart", "--cpus",
+    "-m", "--memory", "--log-driver", "--log-opt", "--add-host", "-h", "--hostname", "--ipc",
+    "--cap-add", "--security-opt", "--pid", "--platform", "--pull", "--stop-timeout",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from: a unit file line, the command line, nvidia-smi, a check."""
+
+    source: str
+    line: int | None
+    text: str
+
+
+@dataclass
+class Command:
+    """The server command inside argv: which engine, and its flags as values."""
+
+    engine: str | None
+    args: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    """Flags as written (``--tp-size``), in order."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """``docker run -e`` assignments."""
+    published: dict[int, int] = field(default_factory=dict)
+    """``docker run -p HOST:CONTAINER``: container port -> host port."""
+    note: str | None = None
+
+
+@dataclass
+class ModelFacts:
+    path: str
+    """Where the model was read (a local directory)."""
+    config: dict[str, Any] | None = None
+    weights_bytes: int | None = None
+
+
+@dataclass
+class PortFacts:
+    host: str
+    port: int
+    in_use: bool | None
+    holder: str | None = None
+
+
+@dataclass
+class LaunchConfig:
+    """Everything preflight judges; the command layer fills it, nothing here reads a file."""
+
+    argv: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+    unit: str | None = None
+    exec_origin: Origin | None = None
+    env_origins: dict[str, Origin] = field(default_factory=dict)
+    model: ModelFacts | None = None
+    gpus: GpuSnapshot | None = None
+    gpu_uuids: dict[str, int] = field(default_factory=dict)
+    own_pids: frozenset[int] = frozenset()
+    """Processes of the unit itself (a restart replaces them): never foreign."""
+    port: PortFacts | None = None
+    parsers: Mapping[str, Any] = field(default_factory=dict)
+    """``_parsers.yaml``: per engine, valid tool-call and reasoning parser names."""
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    """``_flags.yaml``: per engine, flags of the other engine."""
+
+
+# -- the command line ----------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_argv(argv: list[str], environment: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """systemd's ``$VAR`` / ``${VAR}`` expansion of ExecStart words: a word that is exactly
+    ``$VAR`` splits into words at whitespace, ``${VAR}`` is one word; ``$$`` is a literal ``$``.
+    Returns the words and the names that had no value (they expand to nothing)."""
+    out: list[str] = []
+    missing: list[str] = []
+    for word in argv:
+        whole = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+        if whole:
+            name = whole.group(1)
+            if name not in environment:
+                missing.append(name)
+            out += environment.get(name, "").split()
+            continue
+        parts = word.split("$$")
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group("braced") or ""
+            if not name:
+                return match.group(0)  # braceless inside a word: systemd leaves it
+            if name not in environment:
+                missing.append(name)
+            return environment.get(name, "")
+
+        out.append("$".join(_VAR.sub(substitute, part) for part in parts))
+    return out, missing
+
+
+def _engine_at(argv: list[str]) -> tuple[str | None, int]:
+    """The engine and the index of its first argument, or (None, 0)."""
+    for i, word in enumerate(argv):
+        base = PurePosixPath(word).name
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if base in ("sglang", "vllm") and nxt == "serve":
+            return base, i + 2
+        if word == "-m" and nxt.startswith("sglang."):
+            return "sglang", i + 2
+        if word == "-m" and nxt.startswith("vllm."):
+            start = i + 3 if i + 2 < len(argv) and argv[i + 2] == "serve" else i + 2
+            return "vllm", start
+    return None, 0
+
+
+def _docker(argv: list[str], command: Command) -> tuple[str | None, int]:
+    """``docker run [OPTIONS] IMAGE [ARGS]``: options, then the image names the engine."""
+    i = 2
+    while i < len(argv):
+        word = argv[i]
+        if not word.startswith("-"):
+            break
+        option, _, inline = word.partition("=")
+        value = inline if inline else (argv[i + 1] if i + 1 < len(argv) else "")
+        takes = option in _DOCKER_VALUE_OPTIONS and not inline
+        if option in ("-e", "--env") and "=" in value:
+            key, val = value.split("=", 1)
+            command.environment[key] = val
+        if option in ("-p", "--publish"):
+            ports = value.rsplit(":", 2)
+            if len(ports) >= 2 and ports[-1].split("/")[0].isdigit() and ports[-2].isdigit():
+                command.published[int(ports[-1].split("/")[0])] = int(ports[-2])
+        i += 2 if takes else 1
+    if i >= len(argv):
+        return None, 0
+    image = argv[i].lower()
+    inner, start = _engine_at(argv[i + 1 :])
+    if inner:
+        return inner, i + 1 + start
+    engine = "vllm" if "vllm" in image else "sglang" if "sglang" in image else None
+    return engine, i + 1
+
+
+def parse_command(argv: list[str]) -> Command:
+    """The engine and its flags: ``--tp-size 4`` -> ``tp_size='4'``, a flag with no value
+    -> True, aliases (``--tp``, ``-tp``, ``--tensor-parallel-size``) under one name too."""
+    command = Command(engine=None)
+    if argv and PurePosixPath(argv[0]).name in ("docker", "podman") and argv[1:2] == ["run"]:
+        engine, start = _docker(argv, command)
+    else:
+        engine, start = _engine_at(argv)
+    command.engine = engine
+    if engine is None:
+        return command
+    aliases = _ALIASES[engine]
+    words = argv[start:]
+    i = 0
+    positional: list[str] = []
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("-") or word in ("-", "--") or _is_number(word):
+            positional.append(word)
+            i += 1
+            continue
+        flag, has_value, inline = word.partition("=")
+        command.flags.append(flag)
+        value: Any
+        if has_value:
+            value = inline
+        elif i + 1 < len(words) and (not words[i + 1].startswith("-") or _is_number(words[i + 1])):
+            value = words[i + 1]
+            i += 1
+        else:
+            value = True
+        i += 1
+        name = re.sub(r"\W", "_", flag.lstrip("-"))
+        command.args[name] = value
+        if name in aliases:
+            command.args[aliases[name]] = value
+    if engine == "vllm" and positional and "model_path" not in command.args:
+        command.args["model_path"] = positional[0]
+    return command
+
+
+def _is_number(word: str) -> bool:
+    return expr.as_number(word) is not None
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    return expr.as_number(value)
+
+
+def _text_config(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    nested = [config.get(k) for k in ("text_config", "llm_config", "language_config")]
+    return [config, *(c for c in nested if isinstance(c, Mapping))]
+
+
+def model_values(facts: ModelFacts) -> dict[str, Any]:
+    """``model_arch``, ``model_is_hybrid``, ``model_weights_gb``, ``model_max_context``."""
+    values: dict[str, Any] = {"model_dir": facts.path}
+    config = facts.config or {}
+    architectures = config.get("architectures") or []
+    if architectures and isinstance(architectures, list):
+        values["model_arch"] = str(architectures[0])
+    parts = _text_config(config)
+    hybrid = any(str(a).startswith(HYBRID_ARCHITECTURES) for a in architectures)
+    for part in parts:
+        layer_types = part.get("layer_types") or []
+        if isinstance(layer_types, list) and any(
+            str(t).lower() in _HYBRID_LAYER_TYPES for t in layer_types
+        ):
+            hybrid = True
+        if any(str(key).startswith(_HYBRID_KEYS) for key in part):
+            hybrid = True
+        if "max_position_embeddings" in part and "model_max_context" not in values:
+            values["model_max_context"] = part["max_position_embeddings"]
+    if facts.config is not None:
+        values["model_is_hybrid"] = hybrid
+    if facts.weights_bytes:
+        values["model_weights_gb"] = round(facts.weights_bytes / 1e9, 1)
+    return values
+
+
+def _visible(config: LaunchConfig, environment: Mapping[str, str]) -> tuple[list[int] | None, str]:
+    """Indexes (nvidia-smi's) of the GPUs the server sees, or None when unknown."""
+    listed = environment.get("CUDA_VISIBLE_DEVICES")
+    shot = config.gpus if config.gpus is not None and config.gpus.gpus else None
+    if listed is None:
+        return ([g.index for g in shot.gpus] if shot else None), "nvidia-smi"
+    indexes: list[int] = []
+    for entry in (e.strip() for e in listed.split(",")):
+        if entry.isdigit():
+            indexes.append(int(entry))
+        elif entry.startswith(("GPU-", "MIG-")) and entry in config.gpu_uuids:
+            indexes.append(config.gpu_uuids[entry])
+        elif entry.startswith(("GPU-", "MIG-")) and not shot:
+            indexes.append(len(indexes))
+        else:
+            break  # CUDA stops at the first entry it cannot use
+    if shot:
+        present = {g.index for g in shot.gpus}
+        indexes = [i for i in indexes if i in present]
+    return indexes, "CUDA_VISIBLE_DEVICES"
+
+
+def _gpu_values(config: LaunchConfig, values: dict[str, Any]) -> None:
+    visible, how = _visible(config, values)
+    if visible is None:
+        return
+    values["visible_gpus"] = len(visible)
+    values["visible_gpus_from"] = how
+    shot = config.gpus
+    if not shot or not shot.gpus:
+        return
+    values["gpu_count"] = len(shot.gpus)
+    by_index = {g.index: g for g in shot.gpus}
+    if visible:
+        values["gpu_total_gb"] = round(min(by_index[i].total_mib for i in visible) * 2**20 / 1e9, 1)
+        values["gpu_name"] = by_index[visible[0]].name
+    base = int(_number(values.get("base_gpu_id")) or 0)
+    needed = int(_number(values.get("gpus_needed")) or 1)
+    targets = visible[base : base + needed]
+    values["target_gpus"] = targets
+    foreign: list[int] = []
+    pids: list[int] = []
+    largest: tuple[int, int, int, str] | None = None  # (mib, pid, gpu, name)
+    uuid_known = bool(config.gpu_uuids)
+    for index in targets:
+        rows = [
+            p
+            for p in shot.processes
+            if config.gpu_uuids.get(p.gpu_uuid) == index and p.pid not in config.own_pids
+        ]
+        if not uuid_known and len(shot.gpus) == 1:
+            rows = [p for p in shot.processes if p.pid not in config.own_pids]
+        if rows:
+            foreign.append(index)
+            for row in rows:
+                pids.append(row.pid)
+                mib = row.used_mib or 0
+                if largest is None or mib > largest[0]:
+                    largest = (mib, row.pid, index, row.name)
+        elif not shot.processes and by_index[index].used_mib >= FOREIGN_MIB:
+            foreign.append(index)
+    if foreign:
+        values["gpus_with_foreign_memory"] = foreign
+        values["foreign_gpu"] = foreign[0]
+        values["foreign_used_gib"] = round(by_index[foreign[0]].used_mib / 1024, 2)
+    if pids:
+        values["foreign_pids"] = sorted(set(pids))
+        values["foreign_pid_count"] = len(values["foreign_pids"])
+    if largest:
+        values["foreign_pid"] = largest[1]
+        values["foreign_gpu"] = largest[2]
+        values["foreign_process"] = largest[3]
+        values["foreign_gib"] = round(largest[0] / 1024, 2)
+
+
+def _power_of_two_at_least(number: float) -> int:
+    return 1 if number <= 1 else 2 ** math.ceil(math.log2(number))
+
+
+def config_values(config: LaunchConfig) -> dict[str, Any]:
+    """Every value a preflight condition can read (names as the runtime side uses them)."""
+    command = parse_command(config.argv)
+    engine = command.engine
+    environment = {**config.environment, **command.environment}
+    values: dict[str, Any] = {**environment}
+    if config.unit:
+        values["unit"] = config.unit
+    if engine is None:
+        return values
+    values.update(DEFAULTS[engine])
+    values.update(command.args)
+    values["engine"] = engine
+    values["engine_prog"] = PROG[engine]
+    values["spec_v2_enabled"] = environment.get("SGLANG_ENABLE_SPEC_V2", "").strip().lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+    }
+    spec = values.get("speculative_config")
+    if isinstance(spec, str):
+        try:
+            parsed = json.loads(spec)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            if parsed.get("method"):
+                values.setdefault("speculative_method", str(parsed["method"]))
+            if parsed.get("num_speculative_tokens") is not None:
+                values.setdefault("num_speculative_tokens", parsed["num_speculative_tokens"])
+    if (
+        engine == "vllm"
+        and values.get("speculative_method")
+        and not values.get("speculative_algorithm")
+    ):
+        values["speculative_algorithm"] = values["speculative_method"]
+    tp = _number(values.get("tp_size")) or 1
+    pp = _number(values.get("pp_size")) or 1
+    nnodes = _number(values.get("nnodes")) or 1
+    values["gpus_needed"] = max(1, int(tp * pp // max(nnodes, 1)))
+    if config.model is not None:
+        values.update(model_values(config.model))
+    _gpu_values(config, values)
+    weights = _number(values.get("model_weights_gb"))
+    if weights:
+        values["weights_per_gpu_gb"] = round(weights / (tp * pp), 1)
+        total = _number(values.get("gpu_total_gb"))
+        visible = int(_number(values.get("visible_gpus")) or 0)
+        if total:
+            tp_needed = _power_of_two_at_least(weights / pp / (total * 0.85))
+            if tp_needed <= visible and tp_needed > tp:
+                values["suggested_tp"] = tp_needed
+    needed = int(values["gpus_needed"])
+    count = int(_number(values.get("gpu_count")) or 0)
+    if "CUDA_VISIBLE_DEVICES" in environment and count >= needed:
+        values["suggested_cuda_visible_devices"] = ",".join(str(i) for i in range(needed))
+    if config.port is not None:
+        values["port_in_use"] = bool(config.port.in_use)
+        values["port_checked"] = f"{config.port.host}:{config.port.port}"
+        if config.port.holder:
+            values["port_holder"] = config.port.holder
+    _foreign_flags(config, command, values)
+    parsers = config.parsers.get(engine) or {}
+    for kind in ("tool_call_parsers", "reasoning_parsers"):
+        if parsers.get(kind):
+            values[f"valid_{kind}"] = list(parsers[kind])
+    return values
+
+
+def _foreign_flags(config: LaunchConfig, command: Command, values: dict[str, Any]) -> None:
+    engine = command.engine
+    if engine is None:
+        return
+    foreign: Mapping[str, str] = (config.flags.get(engine) or {}).get("foreign") or {}
+    normal = {flag.replace("_", "-"): (flag, spelling) for flag, spelling in foreign.items()}
+    found = []
+    for written in command.flags:
+        match = normal.get(written.replace("_", "-")) if written.startswith("--") else None
+        if match and written not in found:
+            found.append(written)
+            values.setdefault("other_engine_replacement", match[1])
+    if not found:
+        return
+    values["other_engine_flags"] = found
+    values["other_engine_flag"] = found[0]
+    spec = [f for f in found if _SPEC_FLAGS.match(f)]
+    if spec:
+        values["other_engine_spec_flag"] = spec[0]
+    plain = [f for f in found if not _SPEC_FLAGS.match(f)]
+    if plain:
+        values["other_engine_plain_flag"] = plain[0]
+        values["other_engine_plain_flags"] = plain
+        replacement = normal[plain[0].replace("_", "-")][1]
+        if replacement:
+            values["other_engine_plain_replacement"] = replacement
+
+
+# -- findings -------------------------------------------------------------------------------
+
+
+def _applies(signature: Signature, engine: str | None) -> bool:
+    if "any" in signature.engines:
+        return True
+    return engine is not None and engine in signature.engines
+
+
+def _origins(config: LaunchConfig, names: Iterable[str], values: Mapping[str, Any]) -> list[Origin]:
+    """Where the named values came from, the command line first."""
+    command = parse_command(config.argv)
+    out: list[Origin] = []
+    flag_names = set(command.args) | {"engine", "engine_prog"}
+    gpu_names = {"visible_gpus", "gpu_total_gb", "gpu_count", "target_gpus"}
+    for name in names:
+        origin: Origin | None = None
+        if name in ("visible_gpus", "visible_gpus_from") and (
+            values.get("visible_gpus_from") == "CUDA_VISIBLE_DEVICES"
+        ):
+            name = "CUDA_VISIBLE_DEVICES"
+            cvd = f"CUDA_VISIBLE_DEVICES={values.get(name)}"
+            out.append(config.env_origins.get(name) or Origin("<environment>", None, cvd))
+            continue
+        if name in flag_names or name.startswith("other_engine"):
+            origin = config.exec_origin
+        elif name in config.env_origins:
+            origin = config.env_origins[name]
+        elif name in config.environment or name in command.environment:
+            origin = config.exec_origin
+        elif name.startswith("model_") and config.model is not None:
+            origin = Origin(f"{config.model.path}/config.json", None, _model_line(values))
+        elif name.startswith(("gpus_with_foreign", "foreign_")) or name in gpu_names:
+            out += _gpu_origins(config, values, foreign=name not in gpu_names)
+            continue
+        elif name.startswith("port_") and config.port is not None:
+            holder = f" (held by {config.port.holder})" if config.port.holder else ""
+            state = "already in use" if config.port.in_use else "free"
+            text = f"{config.port.host}:{config.port.port} is {state}{holder}"
+            origin = Origin(PORT_SOURCE, None, text)
+        if origin is not None:
+            out.append(origin)
+    if config.exec_origin is not None:
+        out.insert(0, config.exec_origin)
+    unique: list[Origin] = []
+    for origin in out:
+        if origin not in unique:
+            unique.append(origin)
+    return unique
+
+
+def _model_line(values: Mapping[str, Any]) -> str:
+    parts = []
+    if values.get("model_arch"):
+        parts.append(f'"architectures": ["{values["model_arch"]}"]')
+    if values.get("model_is_hybrid"):
+        parts.append("hybrid (Mamba / linear-attention layers)")
+    if values.get("model_weights_gb"):
+        parts.append(f"{values['model_weights_gb']} GB of weights")
+    return ", ".join(parts) or "config.json"
+
+
+def _gpu_origins(config: LaunchConfig, values: Mapping[str, Any], foreign: bool) -> list[Origin]:
+    shot = config.gpus
+    if shot is None:
+        return []
+    targets = set(values.get("gpus_with_foreign_memory" if foreign else "target_gpus") or [])
+    out = [
+        Origin(GPU_SOURCE, None, f"{g.index}, {g.name}, {g.used_mib} MiB, {g.total_mib} MiB")
+        for g in shot.gpus
+        if g.index in targets or not targets
+    ]
+    if foreign:
+        pids = set(values.get("foreign_pids") or [])
+        out += [
+            Origin(GPU_SOURCE, None, f"{p.pid}, {p.name}, {p.gpu_uuid}, {p.used_mib} MiB")
+            for p in shot.processes
+            if p.pid in pids
+        ]
+    return out
+
+
+def _evidence(
+    signature: Signature, rule: PreflightRule, config: LaunchConfig, values: Mapping[str, Any]
+) -> list[Evidence]:
+    names: list[str] = []
+    for text in rule.when:
+        names += sorted(signature.condition(text).names)
+    if rule.evidence:
+        names += sorted(expr.template_fields(rule.evidence))
+    origins = _origins(config, dict.fromkeys(names), values)
+    message = expr.fill(rule.evidence, values) if rule.evidence else None
+    evidence = []
+    for i, origin in enumerate(origins):
+        evidence.append(
+            Evidence(
+                source=origin.source,
+                line=origin.line,
+                unit=config.unit,
+                text=origin.text,
+                message=message if i == 0 else None,
+            )
+        )
+    if not evidence and message:
+        evidence.append(Evidence(source=COMMAND_LINE, unit=config.unit, text=message))
+    return evidence
+
+
+def _view(signature: Signature, rule: PreflightRule) -> Signature:
+    """The signature as preflight reports it: the rule's explanation and patches first.
+    (``model_copy`` keeps the parsed conditions, which already hold the rule's.)"""
+    return signature.model_copy(
+        update={
+            "explanation": rule.explanation or signature.explanation,
+            "patches": [*rule.patches, *signature.patches],
+            "generic": False,  # a rule is precise: it is never a catch-all
+        }
+    )
+
+
+def drafts(config: LaunchConfig, signatures: Iterable[Signature]) -> list[Draft]:
+    """One draft per signature whose preflight rule holds for this configuration."""
+    values = config_values(config)
+    engine = values.get("engine")
+    out = []
+    for signature in signatures:
+        if not signature.preflight or not _applies(signature, engine):
+            continue
+        for rule in signature.preflight:
+            if not all(signature.condition(c).holds(values) for c in rule.when):
+                continue
+            own = dict(values)
+            for name, template in rule.values.items():
+                filled = expr.fill(template, values)
+                if filled is not None:
+                    own[name] = filled
+            own.update(phase=rule.phase, count=1, attempts=1, ranks=1)
+            derive(signature, own)
+            out.append(
+                Draft(
+                    signature=_view(signature, rule),
+                    seq=PHASE_ORDER[rule.phase],
+                    values=own,
+                    evidence=_evidence(signature, rule, config, own),
+                    count=1,
+                    attempts=1,
+                    phase=rule.phase,
+                    confidence=signature.confidence,
+                    unit=config.unit,
+                )
+            )
+            break
+    return out
+
+
+def check(
+    config: LaunchConfig,
+    signatures: Iterable[Signature],
+    inputs: list[InputSummary] | None = None,
+    notes: Iterable[str] = (),
+) -> Diagnosis:
+    """The launch configuration against the library: a diagnosis as ``diagnose`` reports one
+    (no start attempts; evidence points at the unit file's lines)."""
+    findings = rank(drafts(config, signatures))
+    values_engine = parse_command(config.argv).engine
+    return Diagnosis(
+        inputs=inputs or [],
+        primary=primary_of(findings),
+        findings=findings,
+        unit=config.unit,
+        engine=values_engine,
+        phase_reached=None,
+        attempts=0,
+        notes=list(notes),
+    )
