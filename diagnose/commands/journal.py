@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from diagnose import gpu
@@ -16,7 +16,9 @@ from diagnose.errors import UserError
 from diagnose.library import load_facts, load_library
 from diagnose.models import Diagnosis, InputSummary
 from diagnose.records import Event
+from diagnose.scan import NeedleScanner
 from diagnose.sources import journal as source
+from diagnose.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
 from diagnose.unit import UnitConfig, find_unit, load_unit_file, render_patch, systemctl_unit
 
 Say = Callable[[str], None]
@@ -95,12 +97,43 @@ def _patched(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diag
     return diagnosis.model_copy(update={"findings": findings, "unit": config.name})
 
 
+def _stamp(usec: int | None) -> datetime | None:
+    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc) if usec else None
+
+
+HEAD_ENTRIES = 256
+"""The first entries are always read whole: they tell the engine and the launch arguments."""
+
+
+def _prefilter(engine: Engine) -> source.Keep | None:
+    """Keeps an entry whose raw message holds one of the engine's needles, the first entries,
+    and the entries after a traceback header (its continuation lines hold no needle)."""
+    needles = engine.needles()
+    if needles is None:
+        return None
+    scanner = NeedleScanner(needles)
+    traceback = TRACEBACK_START.encode()
+    left = [HEAD_ENTRIES]
+
+    def keep(raw: bytes) -> bool:
+        if left[0]:
+            left[0] -= 1
+            return True
+        if not scanner.found(raw):
+            return False
+        if traceback in raw:
+            left[0] = MAX_TRACEBACK_LINES
+        return True
+
+    return keep
+
+
 def diagnose_journal(
     options: JournalOptions, signature_dirs: list[Path], hang_after: float | None, warn: Say
 ) -> JournalResult:
     query = journal_query(options)
     backend = source.open_backend(query.location, options.reader)
-    scope = source.select(query, backend)
+    scope = source.choose(query, backend)
     return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
 
 
@@ -113,8 +146,18 @@ def diagnose_scope(
     warn: Say,
 ) -> JournalResult:
     """Diagnose the records of ``scope`` (read for ``query``): the engine, the GPU snapshot
-    when the journal is this machine's, and the patches against the unit's config."""
-    if not scope.records:
+    when the journal is this machine's, and the patches against the unit's config.
+
+    Records already read (``scope.records``) are used as they are; otherwise the scope is
+    streamed through the library's needle pre-filter, so only entries that can matter are
+    turned into records (a million-entry journal costs little more than reading it)."""
+    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    records = scope.records or scope.stream(_prefilter(engine))
+    seq = 0
+    for event in source.events_from_records(records):
+        seq = event.seq
+        engine.feed(event)
+    if not scope.entries:
         where = query.location.describe()
         raise UserError(
             f"{query.unit}: no journal entries in {where}"
@@ -123,11 +166,6 @@ def diagnose_scope(
             "read the journal: run with sudo, or join the systemd-journal or adm group",
         )
     notes = list(scope.notes)
-    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
-    seq = 0
-    for event in source.events_from_records(scope.records):
-        seq = event.seq
-        engine.feed(event)
     live = not (options.files or options.directory)
     gpu_records = 0
     if options.gpu and live:
@@ -147,14 +185,13 @@ def diagnose_scope(
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
     observed_until = datetime.now().astimezone() if live and not scope.attempts[-1].ended else None
-    stamps = [r.ts for r in scope.records if r.ts is not None]
     inputs = [
         InputSummary(
             kind="journal",
-            name=scope.records[0].source,
-            records=len(scope.records),
-            first_ts=min(stamps, default=None),
-            last_ts=max(stamps, default=None),
+            name=f"journal:{scope.unit}",
+            records=scope.entries,
+            first_ts=_stamp(scope.first_us),
+            last_ts=_stamp(scope.last_us),
         )
     ]
     if gpu_records:

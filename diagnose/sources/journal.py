@@ -23,7 +23,7 @@ import json
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -61,6 +61,7 @@ _JOB_START = re.compile(r"^(?:Starting|Started) (?P<unit>\S+?)(?: - .*|\.{3}|\.)
 _EXITED = re.compile(
     r"^\S+: (?:Main|Control) process exited, code=(?P<code>\w+), status=(?P<status>\S+)"
 )
+_JSON_REALTIME = re.compile(rb'"__REALTIME_TIMESTAMP":"(\d+)"')
 _SUPPRESSED = re.compile(r"^Suppressed (?P<count>\d+) messages from (?P<path>\S+)")
 _BOOT_ID = re.compile(r"^[0-9a-f]{32}$")
 _RELATIVE = re.compile(r"^(?P<sign>[+-])\s*(?P<amount>\d+(?:\.\d+)?)\s*(?P<unit>[a-z]*)$")
@@ -140,6 +141,10 @@ def _usec(stamp: datetime) -> int:
 # -- the two readers ----------------------------------------------------------------------
 
 
+Keep = Callable[[bytes], bool]
+"""Says, from the raw bytes of an entry, whether the engine could care about it."""
+
+
 class Backend(Protocol):
     name: str
 
@@ -150,10 +155,18 @@ class Backend(Protocol):
         until: int | None,
         reverse: bool,
         fields: Iterable[str],
+        keep: Keep | None = None,
     ) -> Iterator[Entry]:
         """Entries matching any of ``groups`` (each a list of ANDed ``FIELD=value``),
-        in time order (newest first when ``reverse``), bounds in microseconds inclusive."""
+        in time order (newest first when ``reverse``), bounds in microseconds inclusive.
+
+        With ``keep``, an entry whose raw message (or raw JSON line) it rejects is only
+        counted in ``skipped``, its time in ``last_skipped_us``: its other fields are never
+        read. That is what makes a million entries cheap."""
         ...
+
+    skipped: int
+    last_skipped_us: int | None
 
     def boots(self) -> list[str]:
         """Boot IDs, oldest first."""
@@ -187,6 +200,8 @@ class PythonBackend:
 
         self._reader_type = _reader._Reader
         self.location = location
+        self.skipped = 0
+        self.last_skipped_us: int | None = None
 
     def _open(self) -> Any:
         try:
@@ -208,9 +223,11 @@ class PythonBackend:
         until: int | None,
         reverse: bool,
         fields: Iterable[str],
+        keep: Keep | None = None,
     ) -> Iterator[Entry]:
         reader = self._open()
-        wanted = tuple(fields)
+        wanted = tuple(name for name in fields if name != "MESSAGE")
+        self.skipped, self.last_skipped_us = 0, None
         try:
             for i, group in enumerate(groups):
                 if i:
@@ -229,17 +246,31 @@ class PythonBackend:
                 else:
                     reader.seek_head()
                 step = reader._next
+            get, realtime = reader._get, reader._get_realtime  # the hot loop: locals
+            low = since if since is not None else -1
+            high = until if until is not None else 1 << 63
             while step():
-                stamp = reader._get_realtime()
-                if reverse and since is not None and stamp < since:
+                stamp = realtime()
+                if stamp < low:
+                    if reverse:
+                        return
+                    continue
+                if stamp > high:
+                    if reverse:
+                        continue
                     return
-                if not reverse and until is not None and stamp > until:
-                    return
-                if not _in_bounds(stamp, since, until):
+                try:
+                    message = get("MESSAGE")
+                except KeyError:
+                    message = b""
+                if keep is not None and not keep(message):
+                    self.skipped += 1
+                    self.last_skipped_us = stamp
                     continue
                 entry: Entry = {
                     "__CURSOR": reader._get_cursor(),
                     "__REALTIME_TIMESTAMP": str(stamp),
+                    "MESSAGE": message,
                 }
                 for name in wanted:
                     try:
@@ -281,6 +312,8 @@ class JournalctlBackend:
             )
         self.journalctl = found
         self.location = location
+        self.skipped = 0
+        self.last_skipped_us: int | None = None
 
     def _base(self) -> list[str]:
         command = [self.journalctl, "--no-pager", "-q"]
@@ -296,8 +329,11 @@ class JournalctlBackend:
         until: int | None,
         reverse: bool,
         fields: Iterable[str],
+        keep: Keep | None = None,
     ) -> Iterator[Entry]:
         command = [*self._base(), "-o", "json", "--all", "--output-fields=" + ",".join(fields)]
+        self.skipped, self.last_skipped_us = 0, None
+        last_skipped: bytes | None = None
         if since is not None:
             command.append(f"--since=@{since // 1_000_000}")
         if until is not None:
@@ -317,6 +353,10 @@ class JournalctlBackend:
             for line in process.stdout:
                 if not line.strip():
                     continue
+                if keep is not None and not keep(line):
+                    self.skipped += 1
+                    last_skipped = line
+                    continue
                 entry = json.loads(line)
                 stamp = int(entry.get("__REALTIME_TIMESTAMP", "0"))
                 if reverse and since is not None and stamp < since:
@@ -328,6 +368,9 @@ class JournalctlBackend:
             else:
                 finished = True
         finally:
+            if last_skipped is not None:
+                stamp_match = _JSON_REALTIME.search(last_skipped)
+                self.last_skipped_us = int(stamp_match.group(1)) if stamp_match else None
             if not finished:
                 process.kill()
             process.stdout.close()
@@ -441,8 +484,15 @@ class Scope:
     boot: str | None = None
     notes: list[str] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    """Filled by ``select``; ``stream`` reads them one by one instead."""
     kernel_lines: int = 0
     suppressed: int = 0
+    entries: int = 0
+    """Entries read in the chosen window, the ones the pre-filter skipped included."""
+    first_us: int | None = None
+    last_us: int | None = None
+    stream: Callable[..., Iterator[Record]] = field(default=lambda keep=None: iter(()), repr=False)
+    """Reads the records of the chosen attempts; ``keep`` pre-filters raw entries."""
 
     @property
     def invocations(self) -> set[str]:
@@ -517,7 +567,21 @@ def resolve_boot(backend: Backend, boot: str | None) -> str | None:
 
 
 def scan_attempts(backend: Backend, query: JournalQuery, boot: str | None) -> Scope:
-    """Pass 1: the unit's start attempts, newest first, until the chosen ones are complete."""
+    """Pass 1: the unit's start attempts, newest first, until the chosen ones are complete.
+
+    systemd's own messages about the unit (a few per attempt) mark every attempt's start and
+    end, so they are read first; the unit's output is read only when they are missing (a
+    journal that kept the service lines but not PID 1's)."""
+    extra = [f"_BOOT_ID={boot}"] if boot else []
+    scope = _scan_attempts(backend, query, boot, [["_PID=1", f"UNIT={query.unit}", *extra]])
+    if scope.attempts:
+        return scope
+    return _scan_attempts(backend, query, boot, _unit_groups(query.unit, boot))
+
+
+def _scan_attempts(
+    backend: Backend, query: JournalQuery, boot: str | None, groups: list[list[str]]
+) -> Scope:
     unit = query.unit
     since = _usec(query.since) if query.since else None
     until = _usec(query.until) if query.until else None
@@ -539,7 +603,7 @@ def scan_attempts(backend: Backend, query: JournalQuery, boot: str | None) -> Sc
         return True
 
     stopped = False
-    for entry in backend.entries(_unit_groups(unit, boot), since, until, True, SCAN_FIELDS):
+    for entry in backend.entries(groups, since, until, True, SCAN_FIELDS):
         stamp = int(entry["__REALTIME_TIMESTAMP"])
         invocation = _invocation(entry)
         if not attempts:
@@ -602,8 +666,11 @@ def scan_attempts(backend: Backend, query: JournalQuery, boot: str | None) -> Sc
     return scope
 
 
-def read_scope(backend: Backend, scope: Scope, source: str, year: int) -> None:
-    """Pass 2: the chosen attempts' entries, with kernel and journald lines of their window."""
+def read_scope(
+    backend: Backend, scope: Scope, source: str, year: int, keep: Keep | None = None
+) -> Iterator[Record]:
+    """Pass 2: the chosen attempts' entries, with kernel and journald lines of their window,
+    as records, one at a time; the scope's counts and notes are complete once it is read."""
     if not scope.attempts:
         return
     first = scope.attempts[0].first_us
@@ -614,15 +681,21 @@ def read_scope(backend: Backend, scope: Scope, source: str, year: int) -> None:
         else None
     )
     extra = [f"_BOOT_ID={scope.boot}"] if scope.boot else []
+    chosen = scope.invocations
+    if all(a.invocation for a in scope.attempts):  # the match pushed down to the journal
+        service = [[f"_SYSTEMD_INVOCATION_ID={i}", *extra] for i in sorted(chosen)]
+        unit_groups = [*service, ["_PID=1", f"UNIT={scope.unit}", *extra]]
+    else:
+        unit_groups = _unit_groups(scope.unit, scope.boot)
     groups = [
-        *_unit_groups(scope.unit, scope.boot),
+        *unit_groups,
         ["_TRANSPORT=kernel", *extra],
         [f"MESSAGE_ID={JOURNAL_DROPPED_ID}", *extra],
     ]
-    chosen = scope.invocations
     parser = LineParser(source, year)
     slice_path = f"/{scope.unit}"
-    for entry in backend.entries(groups, first, until, False, RECORD_FIELDS):
+    for entry in backend.entries(groups, first, until, False, RECORD_FIELDS, keep):
+        stamp = int(entry["__REALTIME_TIMESTAMP"])
         transport = entry.get("_TRANSPORT")
         invocation = _invocation(entry)
         if transport == "kernel":
@@ -636,7 +709,14 @@ def read_scope(backend: Backend, scope: Scope, source: str, year: int) -> None:
             entry.get("_SYSTEMD_UNIT") != scope.unit and entry.get("UNIT") != scope.unit
         ):
             continue
-        scope.records.append(journal_entry_record(source, None, entry, parser))
+        scope.entries += 1
+        scope.first_us = stamp if scope.first_us is None else scope.first_us
+        scope.last_us = stamp
+        yield journal_entry_record(source, None, entry, parser)
+    scope.entries += backend.skipped
+    if backend.last_skipped_us is not None:
+        scope.first_us = scope.first_us or backend.last_skipped_us
+        scope.last_us = max(scope.last_us or 0, backend.last_skipped_us)
     if scope.suppressed:
         scope.notes.append(
             f"journald suppressed {scope.suppressed} messages of {scope.unit} in this window "
@@ -647,13 +727,20 @@ def read_scope(backend: Backend, scope: Scope, source: str, year: int) -> None:
 
 def select(query: JournalQuery, backend: Backend | None = None, year: int | None = None) -> Scope:
     """Read the journal for ``query``: the chosen attempts' records, in journal order."""
+    scope = choose(query, backend, year)
+    scope.records = list(scope.stream())
+    return scope
+
+
+def choose(query: JournalQuery, backend: Backend | None = None, year: int | None = None) -> Scope:
+    """The chosen attempts, with ``scope.stream(keep)`` ready to read their records."""
     backend = backend or open_backend(query.location)
     boot = resolve_boot(backend, query.boot)
     scope = scan_attempts(backend, query, boot)
-    if not scope.attempts:
-        return scope
-    stamp = datetime.fromtimestamp(scope.attempts[-1].last_us / 1_000_000, tz=timezone.utc)
-    read_scope(backend, scope, f"journal:{query.unit}", year or stamp.year)
+    if scope.attempts:
+        last = datetime.fromtimestamp(scope.attempts[-1].last_us / 1_000_000, tz=timezone.utc)
+        source = f"journal:{query.unit}"
+        scope.stream = lambda keep=None: read_scope(backend, scope, source, year or last.year, keep)
     return scope
 
 
@@ -673,7 +760,7 @@ def read_attempts(
     if not attempts:
         return scope
     stamp = datetime.fromtimestamp(attempts[-1].last_us / 1_000_000, tz=timezone.utc)
-    read_scope(backend, scope, f"journal:{scan.unit}", year or stamp.year)
+    scope.records = list(read_scope(backend, scope, f"journal:{scan.unit}", year or stamp.year))
     return scope
 
 
