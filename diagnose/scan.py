@@ -41,7 +41,6 @@ class NeedleScanner:
                 literal=True,
             )
             self._hyperscan = database
-            self._terminated = hyperscan.ScanTerminated
             self.backend = "hyperscan"
             return
         import ahocorasick
@@ -52,24 +51,6 @@ class NeedleScanner:
         automaton.make_automaton()
         self._automaton = automaton
         self.backend = "pyahocorasick"
-
-    def found(self, data: bytes) -> bool:
-        """Whether any needle occurs in ``data`` (stops at the first)."""
-        if self._hyperscan is not None:
-            hit = False
-
-            def on_match(_id: int, _start: int, _end: int, _flags: int, _context: object) -> bool:
-                nonlocal hit
-                hit = True
-                return True  # stop scanning
-
-            try:
-                self._hyperscan.scan(data, match_event_handler=on_match)
-            except self._terminated:
-                pass
-            return hit
-        assert self._automaton is not None
-        return next(self._automaton.iter(data.decode("latin-1")), None) is not None
 
     def ends(self, chunk: bytes) -> list[int]:
         """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""

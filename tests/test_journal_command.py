@@ -226,3 +226,35 @@ def test_gpu_snapshot_supports_the_dist_init_stall(tmp_path: Path) -> None:
     assert primary is not None and primary.signature == "sglang-dist-init-stall"
     assert "about 1143 MiB in use per GPU" in primary.explanation
     assert any(e.source == gpu.SOURCE for e in primary.evidence)
+
+
+@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
+def test_the_prefiltered_read_gives_the_same_diagnosis(
+    loop_journal: Path, reader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries the needle pre-filter skips are never turned into records; the diagnosis
+    must not change. Small batches and no head make the pre-filter and the reader's seeking
+    back and forth do real work on this small journal."""
+    from diagnose.commands import journal as command
+    from diagnose.render import render
+    from diagnose.sources import journal as source
+
+    if reader == "systemd-python":
+        pytest.importorskip("systemd.journal")
+    options = command.JournalOptions(
+        unit="sglang-qwen", files=[loop_journal], gpu=False, reader=reader
+    )
+    query = command.journal_query(options)
+
+    def diagnose(prefilter: bool) -> tuple[str, int]:
+        backend = source.open_backend(query.location, reader)
+        scope = source.choose(query, backend) if prefilter else source.select(query, backend)
+        result = command.diagnose_scope(scope, query, options, [], None, lambda _: None)
+        return render(result.diagnosis, "json"), backend.skipped
+
+    every_entry, _ = diagnose(prefilter=False)
+    monkeypatch.setattr(command, "HEAD_ENTRIES", 0)
+    monkeypatch.setattr(source, "BATCH", 7)
+    prefiltered, skipped = diagnose(prefilter=True)
+    assert skipped > 20, "the pre-filter skipped entries"
+    assert prefiltered == every_entry

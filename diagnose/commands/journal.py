@@ -3,9 +3,11 @@ against the unit that really runs."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import accumulate
 from pathlib import Path
 
 from diagnose import gpu
@@ -105,27 +107,37 @@ HEAD_ENTRIES = 256
 """The first entries are always read whole: they tell the engine and the launch arguments."""
 
 
-def _prefilter(engine: Engine) -> source.Keep | None:
-    """Keeps an entry whose raw message holds one of the engine's needles, the first entries,
-    and the entries after a traceback header (its continuation lines hold no needle)."""
+class NeedlePrefilter:
+    """Keeps the entries whose raw message holds one of the engine's needles, the first
+    entries of the input, and the entries after a traceback header (its continuation lines
+    hold no needle). One scan per batch: the messages are joined and scanned at once."""
+
+    def __init__(self, scanner: NeedleScanner) -> None:
+        self.scanner = scanner
+        self.context = HEAD_ENTRIES
+
+    def __call__(self, raws: list[bytes]) -> list[int]:
+        joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
+        starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
+        hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
+        chosen = []
+        for index, raw in enumerate(raws):
+            if self.context:
+                self.context -= 1
+            elif index not in hits:
+                continue
+            chosen.append(index)
+            if index in hits and _TRACEBACK in raw:
+                self.context = MAX_TRACEBACK_LINES
+        return chosen
+
+
+_TRACEBACK = TRACEBACK_START.encode()
+
+
+def _prefilter(engine: Engine) -> NeedlePrefilter | None:
     needles = engine.needles()
-    if needles is None:
-        return None
-    scanner = NeedleScanner(needles)
-    traceback = TRACEBACK_START.encode()
-    left = [HEAD_ENTRIES]
-
-    def keep(raw: bytes) -> bool:
-        if left[0]:
-            left[0] -= 1
-            return True
-        if not scanner.found(raw):
-            return False
-        if traceback in raw:
-            left[0] = MAX_TRACEBACK_LINES
-        return True
-
-    return keep
+    return NeedlePrefilter(NeedleScanner(needles)) if needles else None
 
 
 def diagnose_journal(

@@ -141,8 +141,15 @@ def _usec(stamp: datetime) -> int:
 # -- the two readers ----------------------------------------------------------------------
 
 
-Keep = Callable[[bytes], bool]
-"""Says, from the raw bytes of an entry, whether the engine could care about it."""
+class Keep(Protocol):
+    """Says, from the raw bytes of entries (a batch in journal order), which of them the
+    engine could care about: their indices, in increasing order."""
+
+    def __call__(self, raws: list[bytes]) -> list[int]: ...
+
+
+BATCH = 512
+"""Entries judged at once: one scan per batch instead of one per entry."""
 
 
 class Backend(Protocol):
@@ -249,6 +256,10 @@ class PythonBackend:
             get, realtime = reader._get, reader._get_realtime  # the hot loop: locals
             low = since if since is not None else -1
             high = until if until is not None else 1 << 63
+            if keep is not None:
+                assert not reverse, "the pre-filter reads forward"
+                yield from self._kept(reader, keep, wanted, high)
+                return
             while step():
                 stamp = realtime()
                 if stamp < low:
@@ -263,24 +274,68 @@ class PythonBackend:
                     message = get("MESSAGE")
                 except KeyError:
                     message = b""
-                if keep is not None and not keep(message):
-                    self.skipped += 1
-                    self.last_skipped_us = stamp
-                    continue
-                entry: Entry = {
-                    "__CURSOR": reader._get_cursor(),
-                    "__REALTIME_TIMESTAMP": str(stamp),
-                    "MESSAGE": message,
-                }
-                for name in wanted:
-                    try:
-                        value = reader._get(name)
-                    except KeyError:
-                        continue
-                    entry[name] = value if name == "MESSAGE" else value.decode("utf-8", "replace")
-                yield entry
+                yield self._entry(reader, stamp, message, wanted)
         finally:
             reader.close()
+
+    @staticmethod
+    def _entry(reader: Any, stamp: int, message: bytes, wanted: tuple[str, ...]) -> Entry:
+        entry: Entry = {
+            "__CURSOR": reader._get_cursor(),
+            "__REALTIME_TIMESTAMP": str(stamp),
+            "MESSAGE": message,
+        }
+        for name in wanted:
+            try:
+                entry[name] = reader._get(name).decode("utf-8", "replace")
+            except KeyError:
+                continue
+        return entry
+
+    def _kept(self, reader: Any, keep: Keep, wanted: tuple[str, ...], high: int) -> Iterator[Entry]:
+        """Forward from the current position: messages are read in batches and judged by
+        ``keep``; the reader goes back (by cursor) only to the entries it keeps."""
+        get, realtime, step = reader._get, reader._get_realtime, reader._next
+        messages: list[bytes] = []
+        stamps: list[int] = []
+        start = ""
+        more = True
+        while more:
+            more = bool(step())
+            if more:
+                stamp = realtime()
+                if stamp > high:
+                    more = False
+                else:
+                    if not messages:
+                        start = reader._get_cursor()
+                    try:
+                        messages.append(get("MESSAGE"))
+                    except KeyError:
+                        messages.append(b"")
+                    stamps.append(stamp)
+                    if len(messages) < BATCH:
+                        continue
+            if not messages:
+                break
+            chosen = keep(messages)
+            self.skipped += len(messages) - len(chosen)
+            if len(chosen) < len(messages):
+                self.last_skipped_us = stamps[-1]
+            if chosen:
+                resume = reader._get_cursor() if more else ""
+                reader.seek_cursor(start)
+                step()
+                position = 0
+                for index in chosen:
+                    while position < index:
+                        step()
+                        position += 1
+                    yield self._entry(reader, stamps[index], messages[index], wanted)
+                if resume:
+                    reader.seek_cursor(resume)
+                    step()
+            messages, stamps = [], []
 
     def boots(self) -> list[str]:
         reader = self._open()
@@ -333,7 +388,6 @@ class JournalctlBackend:
     ) -> Iterator[Entry]:
         command = [*self._base(), "-o", "json", "--all", "--output-fields=" + ",".join(fields)]
         self.skipped, self.last_skipped_us = 0, None
-        last_skipped: bytes | None = None
         if since is not None:
             command.append(f"--since=@{since // 1_000_000}")
         if until is not None:
@@ -350,12 +404,11 @@ class JournalctlBackend:
         assert process.stdout is not None
         finished = False
         try:
-            for line in process.stdout:
+            lines: Iterable[bytes] = process.stdout
+            if keep is not None:
+                lines = self._kept(process.stdout, keep)
+            for line in lines:
                 if not line.strip():
-                    continue
-                if keep is not None and not keep(line):
-                    self.skipped += 1
-                    last_skipped = line
                     continue
                 entry = json.loads(line)
                 stamp = int(entry.get("__REALTIME_TIMESTAMP", "0"))
@@ -368,9 +421,6 @@ class JournalctlBackend:
             else:
                 finished = True
         finally:
-            if last_skipped is not None:
-                stamp_match = _JSON_REALTIME.search(last_skipped)
-                self.last_skipped_us = int(stamp_match.group(1)) if stamp_match else None
             if not finished:
                 process.kill()
             process.stdout.close()
@@ -385,6 +435,26 @@ class JournalctlBackend:
                 f"journalctl failed (exit {code}): {error or 'no message'}",
                 help="check --file/-D, and that you may read the journal (sudo, systemd-journal)",
             )
+
+    def _kept(self, lines: Iterable[bytes], keep: Keep) -> Iterator[bytes]:
+        """The JSON lines ``keep`` chooses, judged a batch at a time on their raw text."""
+        batch: list[bytes] = []
+        for line in lines:
+            batch.append(line)
+            if len(batch) == BATCH:
+                yield from self._judge(batch, keep)
+                batch = []
+        if batch:
+            yield from self._judge(batch, keep)
+
+    def _judge(self, batch: list[bytes], keep: Keep) -> Iterator[bytes]:
+        chosen = keep(batch)
+        self.skipped += len(batch) - len(chosen)
+        if len(chosen) < len(batch):
+            stamp = _JSON_REALTIME.search(batch[-1])
+            self.last_skipped_us = int(stamp.group(1)) if stamp else self.last_skipped_us
+        for index in chosen:
+            yield batch[index]
 
     def boots(self) -> list[str]:
         result = subprocess.run(
