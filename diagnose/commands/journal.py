@@ -135,9 +135,13 @@ class NeedlePrefilter:
 _TRACEBACK = TRACEBACK_START.encode()
 
 
+JOURNAL_NEEDLES = ("Suppressed ",)
+"""What the journal source itself reads: journald's rate-limit messages."""
+
+
 def _prefilter(engine: Engine) -> NeedlePrefilter | None:
     needles = engine.needles()
-    return NeedlePrefilter(NeedleScanner(needles)) if needles else None
+    return NeedlePrefilter(NeedleScanner({*needles, *JOURNAL_NEEDLES})) if needles else None
 
 
 def diagnose_journal(

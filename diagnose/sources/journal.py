@@ -558,7 +558,8 @@ class Scope:
     kernel_lines: int = 0
     suppressed: int = 0
     entries: int = 0
-    """Entries read in the chosen window, the ones the pre-filter skipped included."""
+    """Entries the journal gave for the chosen window (the unit's, PID 1's about it, the
+    kernel's, journald's), the ones the pre-filter skipped included."""
     first_us: int | None = None
     last_us: int | None = None
     stream: Callable[..., Iterator[Record]] = field(default=lambda keep=None: iter(()), repr=False)
@@ -766,6 +767,9 @@ def read_scope(
     slice_path = f"/{scope.unit}"
     for entry in backend.entries(groups, first, until, False, RECORD_FIELDS, keep):
         stamp = int(entry["__REALTIME_TIMESTAMP"])
+        scope.entries += 1
+        scope.first_us = stamp if scope.first_us is None else scope.first_us
+        scope.last_us = stamp
         transport = entry.get("_TRANSPORT")
         invocation = _invocation(entry)
         if transport == "kernel":
@@ -779,9 +783,6 @@ def read_scope(
             entry.get("_SYSTEMD_UNIT") != scope.unit and entry.get("UNIT") != scope.unit
         ):
             continue
-        scope.entries += 1
-        scope.first_us = stamp if scope.first_us is None else scope.first_us
-        scope.last_us = stamp
         yield journal_entry_record(source, None, entry, parser)
     scope.entries += backend.skipped
     if backend.last_skipped_us is not None:
