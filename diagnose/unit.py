@@ -20,6 +20,7 @@ Syntax (systemd.syntax(7), systemd.service(5), systemd.exec(5)):
 
 from __future__ import annotations
 
+import hashlib
 import difflib
 import re
 import shutil
@@ -243,6 +244,8 @@ class UnitConfig:
     environment_files: list[EnvironmentFile] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """What makes the unit itself wrong (category ``unit_config``)."""
+    fingerprint: str = ""
+    """A digest of the unit file and drop-ins as read: ``--apply`` refuses a unit changed since."""
 
     def values(self, section: str, key: str) -> list[str]:
         return [s.value for s in self.settings if s.section == section and s.key == key]
@@ -339,7 +342,11 @@ def build_config(
 ) -> UnitConfig:
     """Merge a unit file and its drop-ins (``(path, text)`` pairs, in order)."""
     config = UnitConfig(name=name, fragment=fragment[0] if fragment else None)
-    for path, text in [*([fragment] if fragment else []), *dropins]:
+    sources = [*([fragment] if fragment else []), *dropins]
+    config.fingerprint = hashlib.sha256(
+        "\0".join(f"{path}\0{text}" for path, text in sources).encode()
+    ).hexdigest()
+    for path, text in sources:
         parsed = parse_unit_text(text, path)
         if path != config.fragment:
             config.dropins.append(path)

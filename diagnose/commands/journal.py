@@ -48,6 +48,7 @@ class JournalResult:
     scope: source.Scope
     config: UnitConfig | None
     notes: list[str]
+    options: JournalOptions | None = None
 
 
 def journal_query(options: JournalOptions) -> source.JournalQuery:
@@ -226,7 +227,7 @@ def diagnose_scope(
         notes += config.warnings
         diagnosis = _patched(diagnosis, config, notes)
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
-    return JournalResult(diagnosis, scope, config, notes)
+    return JournalResult(diagnosis, scope, config, notes, options)
 
 
 def apply(result: JournalResult, root: Path | None) -> Applied:
@@ -238,6 +239,14 @@ def apply(result: JournalResult, root: Path | None) -> Applied:
             "--apply: nothing to write: no primary finding with a patch",
             help="run without --apply to see the report",
         )
+    if result.config is not None and result.options is not None:
+        now = load_config(result.options, result.config.name)
+        if now is None or now.fingerprint != result.config.fingerprint:
+            raise UserError(
+                f"--apply: {result.config.name} changed since it was read for this diagnosis: "
+                "nothing written",
+                help="run the diagnosis again, so the drop-in is made against the unit as it is",
+            )
     return apply_dropin(
         diagnosis.unit or result.scope.unit, primary.patch.dropin, root or Path("/")
     )
