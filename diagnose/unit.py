@@ -20,8 +20,8 @@ Syntax (systemd.syntax(7), systemd.service(5), systemd.exec(5)):
 
 from __future__ import annotations
 
-import hashlib
 import difflib
+import hashlib
 import re
 import shutil
 import subprocess
