@@ -109,6 +109,8 @@ def main() -> None:
             f"{diag_s:>10.2f} {megabytes / diag_s:>7.0f} {lines / diag_s:>10.0f} "
             f"{diag_s / grep_s:>6.2f} {diag_rss / 1024:>7.0f}MB"
         )
+        found = sorted(set(re.findall(rb'"signature": "([^"]+)"', diag_out)))
+        print(f"{'':>6} found: {', '.join(name.decode() for name in found)}")
         del grep_out
 
 
