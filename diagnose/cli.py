@@ -163,8 +163,11 @@ def journal_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
 ) -> None:
-    """Diagnose a unit from the journal: its last start attempt (or restart loop), with the
-    kernel's and systemd's lines of that time, patched against the unit's real config."""
+    """Diagnose a unit from the journal: its last failed start, patched against its config.
+
+    The last start attempt (the whole restart loop when there is one), with what systemd and
+    the kernel logged at that time; the patch is rendered against the unit's real ExecStart.
+    """
     options = JournalOptions(
         unit=unit,
         files=files or [],
@@ -289,7 +292,7 @@ def postmortem_write(
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
 ) -> None:
-    """Diagnose UNIT's failed start (as diagnose journal does) and write UNIT-TIME.md and .json."""
+    """Write a Markdown and a JSON postmortem of UNIT's failed start (the hook runs this)."""
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
     written = postmortem_commands.write(
         options, directory, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
@@ -376,8 +379,10 @@ def preflight_command(
     fail_on: FailOnOption = FailOn.error,
     no_redact: NoRedactOption = False,
 ) -> None:
-    """Check a launch configuration before the start: flags, environment, the model's
-    config.json, the GPUs and the port, against the signature library."""
+    """Check a launch configuration before the start, against the signature library.
+
+    Flags, environment, the model's config.json, the GPUs and the port.
+    """
     options = PreflightOptions(
         unit=unit,
         unit_file=unit_file,
