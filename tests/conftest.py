@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -86,6 +88,16 @@ def primary(diagnosis: Diagnosis) -> Finding | None:
 
 def by_signature(diagnosis: Diagnosis, signature_id: str) -> Finding | None:
     return next((f for f in diagnosis.findings if f.signature == signature_id), None)
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m diagnose ARGS`` in a subprocess: exit codes and stderr as a user sees them."""
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def invoke(args: Iterable[str], input: str | bytes | None = None):

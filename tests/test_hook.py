@@ -14,19 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests import journalgen
+from tests.conftest import run_cli
 
 SYSTEM = Path("etc/systemd/system")
 HOOK_DROPIN = "40-diagnose-hook.conf"
 TEMPLATE = "diagnose-postmortem@.service"
-
-
-def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagnose", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -57,14 +49,14 @@ def _diagnose_executable() -> str:
 def test_install_twice_writes_once(root: Path) -> None:
     before = _tree(root)
     exe = _diagnose_executable()
-    first = _run("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", exe)
+    first = run_cli("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", exe)
     assert first.returncode == 0, first.stderr
     dropin = root / SYSTEM / "sglang-qwen.service.d" / HOOK_DROPIN
     template = root / SYSTEM / TEMPLATE
     assert f"wrote {dropin}" in first.stderr and f"wrote {template}" in first.stderr
     assert "systemctl daemon-reload" in first.stderr
     stamps = {p: p.stat().st_mtime_ns for p in (dropin, template)}
-    second = _run("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", exe)
+    second = run_cli("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", exe)
     assert second.returncode == 0
     assert "already installed; nothing written" in second.stderr
     assert "wrote" not in second.stderr and "daemon-reload" not in second.stderr
@@ -82,31 +74,31 @@ def test_install_twice_writes_once(root: Path) -> None:
     )
     assert "%I" not in exec_start.group(1)  # %I would unescape sglang-qwen to sglang/qwen
 
-    removed = _run("hook", "remove", "-u", "sglang-qwen.service", "--root", root)
+    removed = run_cli("hook", "remove", "-u", "sglang-qwen.service", "--root", root)
     assert removed.returncode == 0, removed.stderr
     assert f"removed {dropin}" in removed.stderr and f"removed {template}" in removed.stderr
     assert "systemctl daemon-reload" in removed.stderr
     assert _tree(root) == before
-    again = _run("hook", "remove", "-u", "sglang-qwen", "--root", root)
+    again = run_cli("hook", "remove", "-u", "sglang-qwen", "--root", root)
     assert again.returncode == 0 and "nothing removed" in again.stderr
 
 
 def test_the_template_stays_while_another_unit_uses_it(root: Path) -> None:
     exe = _diagnose_executable()
     for unit in ("sglang-qwen", "vllm@a-b.service"):
-        result = _run("hook", "install", "-u", unit, "--root", root, "--diagnose-path", exe)
+        result = run_cli("hook", "install", "-u", unit, "--root", root, "--diagnose-path", exe)
         assert result.returncode == 0, result.stderr
     assert (root / SYSTEM / "vllm@a-b.service.d" / HOOK_DROPIN).is_file()
-    removed = _run("hook", "remove", "-u", "sglang-qwen", "--root", root)
+    removed = run_cli("hook", "remove", "-u", "sglang-qwen", "--root", root)
     assert (root / SYSTEM / TEMPLATE).is_file()
     assert "kept, still used by vllm@a-b.service" in removed.stderr
-    _run("hook", "remove", "-u", "vllm@a-b.service", "--root", root)
+    run_cli("hook", "remove", "-u", "vllm@a-b.service", "--root", root)
     assert not (root / SYSTEM / TEMPLATE).exists()
 
 
 def test_a_changed_diagnose_path_rewrites_the_template_with_a_backup(root: Path) -> None:
-    _run("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", "/bin/sh")
-    changed = _run(
+    run_cli("hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", "/bin/sh")
+    changed = run_cli(
         "hook", "install", "-u", "sglang-qwen", "--root", root, "--diagnose-path", "/bin/true"
     )
     assert changed.returncode == 0, changed.stderr
@@ -114,7 +106,7 @@ def test_a_changed_diagnose_path_rewrites_the_template_with_a_backup(root: Path)
     assert "ExecStart=/bin/true postmortem write" in template.read_text()
     assert "ExecStart=/bin/sh postmortem write" in (root / SYSTEM / (TEMPLATE + ".bak")).read_text()
     assert "sglang-qwen.service.d" not in changed.stderr  # the drop-in did not change
-    _run("hook", "remove", "-u", "sglang-qwen", "--root", root)
+    run_cli("hook", "remove", "-u", "sglang-qwen", "--root", root)
     assert sorted(p.name for p in (root / SYSTEM).iterdir()) == ["sglang-qwen.service"]
 
 
@@ -122,7 +114,7 @@ def test_a_changed_diagnose_path_rewrites_the_template_with_a_backup(root: Path)
     "unit", ["bad name", "../../etc/passwd", "x;rm -rf", "", "diagnose-postmortem@x.service"]
 )
 def test_bad_unit_names_exit_2_on_one_line(root: Path, unit: str) -> None:
-    result = _run("hook", "install", "-u", unit, "--root", root, "--diagnose-path", "/bin/true")
+    result = run_cli("hook", "install", "-u", unit, "--root", root, "--diagnose-path", "/bin/true")
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith("diagnose: error: ")
@@ -130,7 +122,9 @@ def test_bad_unit_names_exit_2_on_one_line(root: Path, unit: str) -> None:
 
 
 def test_a_relative_diagnose_path_is_refused(root: Path) -> None:
-    result = _run("hook", "install", "-u", "x", "--root", root, "--diagnose-path", "bin/diagnose")
+    result = run_cli(
+        "hook", "install", "-u", "x", "--root", root, "--diagnose-path", "bin/diagnose"
+    )
     assert result.returncode == 2 and "not an absolute path" in result.stderr
 
 
@@ -151,7 +145,7 @@ def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
 def test_systemd_analyze_verify_accepts_the_units(root: Path) -> None:
     exe = _diagnose_executable()
     for unit in ("sglang-qwen", "vllm@a-b.service"):
-        result = _run("hook", "install", "-u", unit, "--root", root, "--diagnose-path", exe)
+        result = run_cli("hook", "install", "-u", unit, "--root", root, "--diagnose-path", exe)
         assert result.returncode == 0, result.stderr
     (root / SYSTEM / "vllm@.service").write_text(f"[Service]\nExecStart={sys.executable} -c pass\n")
     system = root / SYSTEM
@@ -186,7 +180,7 @@ def test_systemd_analyze_verify_accepts_the_units(root: Path) -> None:
 def test_postmortem_write_and_list_on_a_real_journal(tmp_path: Path) -> None:
     journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "loop.journal")
     out = tmp_path / "var/lib/diagnose/postmortems"
-    result = _run("postmortem", "write", "-u", "sglang-qwen", "--file", journal, "--dir", out)
+    result = run_cli("postmortem", "write", "-u", "sglang-qwen", "--file", journal, "--dir", out)
     assert result.returncode == 0, result.stderr  # findings do not fail the postmortem unit
     stem = "sglang-qwen.service-20260303T115547Z"  # the unit, and the failed attempt's end
     assert sorted(p.name for p in out.iterdir()) == [f"{stem}.json", f"{stem}.md"]
@@ -202,7 +196,7 @@ def test_postmortem_write_and_list_on_a_real_journal(tmp_path: Path) -> None:
     # a second, older report of another unit: newest first
     older = out / "vllm@a-b.service-20260101T000000Z.json"
     older.write_text(json.dumps({"unit": "vllm@a-b.service", "primary": None, "findings": []}))
-    listed = _run("postmortems", "list", "--dir", out, "-f", "json")
+    listed = run_cli("postmortems", "list", "--dir", out, "-f", "json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["unit"], r["time"]) for r in rows] == [
@@ -212,9 +206,9 @@ def test_postmortem_write_and_list_on_a_real_journal(tmp_path: Path) -> None:
     assert rows[0]["signature"] == "sglang-spec-v2-required"
     assert rows[0]["category"] == "spec_decode_config"
     assert rows[0]["markdown"] == str(out / f"{stem}.md")
-    text = _run("postmortems", "list", "--dir", out)
+    text = run_cli("postmortems", "list", "--dir", out)
     first = text.stdout.splitlines()[0]
     assert first.startswith("2026-03-03 11:55:47Z  sglang-qwen.service")
     assert "sglang-spec-v2-required (spec_decode_config)" in first
-    empty = _run("postmortems", "list", "--dir", tmp_path / "none")
+    empty = run_cli("postmortems", "list", "--dir", tmp_path / "none")
     assert empty.returncode == 0 and empty.stdout == "" and "no postmortems" in empty.stderr

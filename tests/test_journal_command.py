@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from diagnose import gpu
 from diagnose.commands.journal import JournalOptions, diagnose_journal
 from diagnose.unit import parse_rendered_exec_start
 from tests import journalgen
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.skipif(
     journalgen.journal_remote() is None or shutil.which("journalctl") is None,
@@ -32,17 +32,8 @@ def loop_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return journalgen.write_journal(journalgen.crashloop_entries(), path)
 
 
-def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagnose", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_crash_loop_after_a_healthy_run(loop_journal: Path) -> None:
-    result = _run("journal", "-u", "sglang-qwen", "--file", loop_journal, "--format", "json")
+    result = run_cli("journal", "-u", "sglang-qwen", "--file", loop_journal, "--format", "json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["attempts"] == 5
@@ -66,7 +57,7 @@ def test_crash_loop_after_a_healthy_run(loop_journal: Path) -> None:
 
 
 def test_text_report_is_the_same_format_as_diagnose_file(loop_journal: Path) -> None:
-    result = _run("journal", "-u", "sglang-qwen.service", "--file", loop_journal)
+    result = run_cli("journal", "-u", "sglang-qwen.service", "--file", loop_journal)
     assert result.returncode == 1
     assert result.stdout.startswith("sglang-qwen.service: ")
     assert "ROOT CAUSE MTP on a hybrid" in result.stdout
@@ -74,7 +65,7 @@ def test_text_report_is_the_same_format_as_diagnose_file(loop_journal: Path) -> 
 
 
 def test_the_patch_is_rendered_against_the_unit_file(loop_journal: Path) -> None:
-    result = _run(
+    result = run_cli(
         "journal",
         "-u",
         "sglang-qwen",
@@ -104,11 +95,11 @@ def test_apply_twice_under_a_root(loop_journal: Path, tmp_path: Path) -> None:
     system.mkdir(parents=True)
     shutil.copy(UNIT_FILE, system / "sglang-qwen.service")
     args = ("journal", "-u", "sglang-qwen", "--file", loop_journal, "--root", tmp_path)
-    dry = _run(*args)
+    dry = run_cli(*args)
     assert dry.returncode == 1
     assert not (system / "sglang-qwen.service.d").exists()  # nothing written without --apply
-    first = _run(*args, "--apply")
-    second = _run(*args, "--apply")
+    first = run_cli(*args, "--apply")
+    second = run_cli(*args, "--apply")
     assert first.returncode == second.returncode == 1
     written = system / "sglang-qwen.service.d" / "50-diagnose.conf"
     assert f"wrote {written}" in first.stderr
@@ -118,7 +109,7 @@ def test_apply_twice_under_a_root(loop_journal: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in written.parent.iterdir()) == ["50-diagnose.conf"]
     assert "ExecStart=\nExecStart=/opt/sglang" in written.read_text()
     # the unit with our drop-in applied runs the patched command
-    json_report = json.loads(_run(*args, "-f", "json").stdout)
+    json_report = json.loads(run_cli(*args, "-f", "json").stdout)
     primary = next(f for f in json_report["findings"] if f["id"] == json_report["primary"])
     assert primary["patch"]["dropin"] == written.read_text()  # rendered against the unit without it
 
@@ -128,24 +119,28 @@ def test_apply_with_nothing_to_write_is_a_user_error(tmp_path: Path) -> None:
     path = journalgen.write_journal(
         journalgen.entries_from_short(text, journalgen.UNIT), tmp_path / "healthy.journal"
     )
-    healthy = _run("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path)
+    healthy = run_cli("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path)
     assert healthy.returncode == 0, healthy.stderr
-    refused = _run("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path, "--apply")
+    refused = run_cli("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path, "--apply")
     assert refused.returncode == 2
     assert "nothing to write" in refused.stderr
 
 
 def test_a_unit_with_no_entries_exits_2_with_a_hint(loop_journal: Path) -> None:
-    result = _run("journal", "-u", "vllm-typo", "--file", loop_journal)
+    result = run_cli("journal", "-u", "vllm-typo", "--file", loop_journal)
     assert result.returncode == 2
     assert "vllm-typo.service: no journal entries" in result.stderr
     assert "systemd-journal" in result.stderr and "adm" in result.stderr
 
 
 def test_bad_arguments_exit_2(loop_journal: Path, tmp_path: Path) -> None:
-    assert _run("journal", "-u", "x", "--file", tmp_path / "missing.journal").returncode == 2
-    assert _run("journal", "-u", "x", "--file", loop_journal, "--since", "whenever").returncode == 2
-    assert _run("journal", "-u", "x", "--file", loop_journal, "--invocations", "0").returncode == 2
+    assert run_cli("journal", "-u", "x", "--file", tmp_path / "missing.journal").returncode == 2
+    assert (
+        run_cli("journal", "-u", "x", "--file", loop_journal, "--since", "whenever").returncode == 2
+    )
+    assert (
+        run_cli("journal", "-u", "x", "--file", loop_journal, "--invocations", "0").returncode == 2
+    )
 
 
 def test_both_readers_give_the_same_diagnosis(loop_journal: Path) -> None:

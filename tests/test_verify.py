@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from tests import journalgen
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.skipif(
     journalgen.journal_remote() is None or shutil.which("journalctl") is None,
@@ -34,17 +33,8 @@ def _journal(tmp_path: Path, *parts: list[dict[str, str]]) -> Path:
     )
 
 
-def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagnose", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def _verify(journal: Path, *extra: str | Path) -> tuple[int, dict[str, object]]:
-    result = _run("verify", "-u", "sglang-qwen", "--file", journal, "-f", "json", *extra)
+    result = run_cli("verify", "-u", "sglang-qwen", "--file", journal, "-f", "json", *extra)
     assert result.returncode in (0, 1), result.stderr
     return result.returncode, json.loads(result.stdout)
 
@@ -70,7 +60,7 @@ def test_fixed_and_ready_exits_0(tmp_path: Path) -> None:
     assert report["verdict"] == (
         "fixed: sglang-spec-v2-required is gone and the server reached ready"
     )
-    text = _run("verify", "-u", "sglang-qwen", "--file", journal)
+    text = run_cli("verify", "-u", "sglang-qwen", "--file", journal)
     assert text.returncode == 0
     assert text.stdout.startswith("sglang-qwen.service: fixed: sglang-spec-v2-required is gone")
 
@@ -102,7 +92,7 @@ def test_a_different_failure_is_named(tmp_path: Path) -> None:
 
 def test_compare_with_a_postmortem(tmp_path: Path) -> None:
     failed = journalgen.write_journal(_entries(LOOP, "loop"), tmp_path / "failed.journal")
-    written = _run(
+    written = run_cli(
         "postmortem", "write", "-u", "sglang-qwen", "--file", failed, "--dir", tmp_path / "pm"
     )
     assert written.returncode == 0, written.stderr
@@ -120,13 +110,13 @@ def test_compare_with_a_postmortem(tmp_path: Path) -> None:
 
 def test_user_errors_exit_2(tmp_path: Path) -> None:
     healthy = journalgen.write_journal(_entries(HEALTHY, "h"), tmp_path / "healthy.journal")
-    alone = _run("verify", "-u", "sglang-qwen", "--file", healthy)
+    alone = run_cli("verify", "-u", "sglang-qwen", "--file", healthy)
     assert alone.returncode == 2
     assert "no failed start attempt before the newest one" in alone.stderr
     assert "--compare" in alone.stderr
-    assert _run("verify", "-u", "no such unit", "--file", healthy).returncode == 2
-    assert _run("verify", "-u", "vllm-typo", "--file", healthy).returncode == 2
+    assert run_cli("verify", "-u", "no such unit", "--file", healthy).returncode == 2
+    assert run_cli("verify", "-u", "vllm-typo", "--file", healthy).returncode == 2
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    refused = _run("verify", "-u", "sglang-qwen", "--file", healthy, "--compare", bad)
+    refused = run_cli("verify", "-u", "sglang-qwen", "--file", healthy, "--compare", bad)
     assert refused.returncode == 2 and "not a diagnose JSON report" in refused.stderr
