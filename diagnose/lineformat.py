@@ -83,8 +83,10 @@ class LineParser:
     >>> parser = LineParser("x.log", 2026)
     >>> r = parser.parse(1, "Mar 01 11:53:10.123456 gpu-node-07 python3[48211]: "
     ...                     "[2026-03-01 11:53:10 DP0 TP3] Init torch distributed begin.")
-    >>> r.host, r.rank, r.engine, r.text, r.ts.isoformat()
-    ('gpu-node-07', 'DP0 TP3', 'sglang', 'Init torch distributed begin.', '2026-03-01T11:53:10.123456+00:00')
+    >>> r.host, r.rank, r.engine, r.text
+    ('gpu-node-07', 'DP0 TP3', 'sglang', 'Init torch distributed begin.')
+    >>> r.ts.isoformat()
+    '2026-03-01T11:53:10.123456+00:00'
     >>> r = parser.parse(2, "(EngineCore_DP0 pid=4242) ERROR 03-01 11:54:07 [core.py:1100] "
     ...                     "EngineCore failed to start.")
     >>> r.engine, r.rank, r.text
