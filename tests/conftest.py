@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -110,3 +112,33 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run from the repository root, so inputs can be named by relative paths."""
     monkeypatch.chdir(REPO)
     return REPO
+
+
+SMI_ROWS = [  # fixtures/gpu/nvidia-smi-4xh200-1gb.txt, as --query-gpu prints it
+    "0, NVIDIA H200, 1143, 143771",
+    "1, NVIDIA H200, 1141, 143771",
+    "2, NVIDIA H200, 1149, 143771",
+    "3, NVIDIA H200, 1139, 143771",
+]
+IDLE_ROWS = [f"{i}, NVIDIA H200, 0, 143771" for i in range(4)]  # nvidia-smi-h200-idle.txt
+
+
+def fake_nvidia_smi(
+    directory: Path, processes: list[str], rows: list[str] = SMI_ROWS
+) -> dict[str, str]:
+    """A stand-in ``nvidia-smi`` (we lack the GPUs) printing real captured rows; the PATH
+    that finds it."""
+    script = directory / "nvidia-smi"
+    gpus = "\\n".join(rows)
+    uuids = "\\n".join(f"{i}, GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4))
+    apps = "\\n".join(processes)
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=index,uuid) printf '{uuids}\\n' ;;\n"
+        f"  --query-gpu=*) printf '{gpus}\\n' ;;\n"
+        f"  --query-compute-apps=*) printf '{apps}' ;;\n"
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{directory}{os.pathsep}{os.environ.get('PATH', '')}"}

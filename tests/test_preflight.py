@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -23,18 +22,11 @@ from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.dropin import DROPIN_NAME
 from diagnose.unit import load_unit_file, parse_rendered_exec_start
 from tests import journalgen
-from tests.conftest import FIXTURES, run_engine
+from tests.conftest import FIXTURES, IDLE_ROWS, fake_nvidia_smi, run_engine
 
 PREFLIGHT = FIXTURES / "preflight"
 SEED_UNIT = PREFLIGHT / "sglang-qwen.service"
 MODEL = "/models/Qwen3.5-122B-A10B"  # under --root fixtures/preflight
-SMI_ROWS = [  # fixtures/gpu/nvidia-smi-4xh200-1gb.txt, as --query-gpu prints it
-    "0, NVIDIA H200, 1143, 143771",
-    "1, NVIDIA H200, 1141, 143771",
-    "2, NVIDIA H200, 1149, 143771",
-    "3, NVIDIA H200, 1139, 143771",
-]
-IDLE_ROWS = [f"{i}, NVIDIA H200, 0, 143771" for i in range(4)]  # nvidia-smi-h200-idle.txt
 
 
 def _run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -269,28 +261,9 @@ def test_the_port_already_bound() -> None:
 # -- a fake nvidia-smi --------------------------------------------------------------------
 
 
-def _fake_nvidia_smi(
-    directory: Path, processes: list[str], rows: list[str] = SMI_ROWS
-) -> dict[str, str]:
-    script = directory / "nvidia-smi"
-    gpus = "\\n".join(rows)
-    uuids = "\\n".join(f"{i}, GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4))
-    apps = "\\n".join(processes)
-    script.write_text(
-        "#!/bin/sh\n"
-        'case "$1" in\n'
-        f"  --query-gpu=index,uuid) printf '{uuids}\\n' ;;\n"
-        f"  --query-gpu=*) printf '{gpus}\\n' ;;\n"
-        f"  --query-compute-apps=*) printf '{apps}' ;;\n"
-        "esac\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return {"PATH": f"{directory}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
 def test_another_process_holds_memory_on_the_target_gpus(tmp_path: Path) -> None:
     leftover = "51933, sglang::scheduler_TP2, GPU-00000002-aaaa-bbbb-cccc-dddddddddddd, 1140\\n"
-    env = _fake_nvidia_smi(tmp_path, [leftover])
+    env = fake_nvidia_smi(tmp_path, [leftover])
     report = _seed("--no-port", env=env)
     finding = _finding(report, "gpu-memory-held-by-other-process")
     assert "process 51933 (sglang::scheduler_TP2)" in finding["explanation"]
@@ -306,7 +279,7 @@ def test_another_process_holds_memory_on_the_target_gpus(tmp_path: Path) -> None
 
 
 def test_a_model_too_large_for_tp_1(tmp_path: Path) -> None:
-    env = _fake_nvidia_smi(tmp_path, [], IDLE_ROWS)
+    env = fake_nvidia_smi(tmp_path, [], IDLE_ROWS)
     command = ("python3", "-m", "sglang.launch_server", "--model-path", MODEL, "--tp-size", "1")
     report = _command(*command, env=env, gpu=True)
     finding = _primary(report)

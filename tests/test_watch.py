@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands.watch import Watcher, watch
+from diagnose.commands.watch import GpuPoller, Watcher, watch
 from diagnose.engine import Engine
 from diagnose.library import load_facts, load_library
 from diagnose.sources.follow import follow
+from tests.conftest import fake_nvidia_smi
 
 START = datetime(2026, 3, 5, 9, 0, 0, tzinfo=timezone.utc)
 POLL = 10.0
@@ -151,3 +152,28 @@ def test_watch_command_exits_on_the_first_finding() -> None:
     assert time.monotonic() - started < 15
     assert b'"category": "dist_init_hang"' in out
     assert b"phase: distributed" in err
+
+
+def test_gpu_snapshots_join_a_live_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nvidia-smi on PATH (a stand-in printing the real ~1 GB rows), the polled
+    snapshots become evidence of the hang, and confidence rises."""
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, [])["PATH"])
+    log = GrowingLog(tmp_path / "sglang.log", _init_lines(START))
+    engine = Engine(
+        load_library(include_user_dirs=False), facts=load_facts(), hang_after=HANG_AFTER
+    )
+    watcher = Watcher(engine, str(log.path), clock=log.clock)
+    gpus = GpuPoller(every=60)
+    with log.path.open("rb") as stream:
+        batches = takewhile(
+            lambda _: log.now <= START + timedelta(minutes=7),
+            follow(stream, POLL, sleep=log.sleep, is_pipe=False),
+        )
+        diagnosis = watch(watcher, batches, lambda _: None, lambda *_: None, on_tick=gpus)
+    assert gpus.summary.startswith("0: 1.1/140 GiB")
+    stall = diagnosis.findings[0]
+    assert stall.signature == "sglang-dist-init-stall"
+    assert stall.confidence.value == "high"
+    assert any(
+        e.source == "nvidia-smi" and "1143 MiB" in e.message for e in stall.evidence if e.message
+    )

@@ -15,12 +15,13 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 from rich.live import Live
 
+from diagnose import gpu
 from diagnose.engine import Engine
 from diagnose.errors import UserError
 from diagnose.library import load_facts, load_library
 from diagnose.lineformat import LineParser
 from diagnose.models import Diagnosis, Finding, InputSummary, Severity
-from diagnose.records import Record
+from diagnose.records import Event, Record
 from diagnose.render.live import finding_line, phase_line, status_panel
 from diagnose.sources.follow import follow, journal_follower, open_followed
 from diagnose.tracebacks import TracebackGrouper
@@ -90,6 +91,14 @@ class Watcher:
                 changes.append(PhaseChange(phase, record.ts))
         return changes
 
+    def feed_records(self, records: Iterable[Record]) -> None:
+        """Records that did not come from the log (a GPU snapshot), timed now."""
+        now = self.clock()
+        for record in records:
+            self.lines += 1
+            record.ts, record.seq = now, self.lines
+            self.engine.feed(Event([record], record.seq))
+
     def idle(self) -> None:
         """Nothing arrived for a poll interval: a finished traceback is complete."""
         for event in self._grouper.flush():
@@ -139,6 +148,31 @@ def watch(
     return watcher.diagnosis()
 
 
+@dataclass
+class GpuPoller:
+    """A GPU snapshot every ``every`` seconds into the engine (the ~1 GB-per-GPU evidence of a
+    stalled start) and into the display; silent for good once nvidia-smi is missing."""
+
+    every: float = 5.0
+    summary: str = ""
+    _last: datetime | None = None
+    _off: bool = False
+
+    def __call__(self, watcher: Watcher) -> None:
+        now = watcher.clock()
+        if self._off or (self._last and (now - self._last).total_seconds() < self.every):
+            return
+        self._last = now
+        shot = gpu.snapshot(timeout=self.every)
+        if shot.missing:
+            self._off, self.summary = True, ""
+            return
+        watcher.feed_records(shot.records())
+        self.summary = "  ".join(
+            f"{g.index}: {g.used_mib / 1024:.1f}/{g.total_mib / 1024:.0f} GiB" for g in shot.gpus
+        )
+
+
 def run_watch(
     path: str | None,
     unit: str | None,
@@ -165,14 +199,16 @@ def run_watch(
     watcher = Watcher(engine, name)
     batches = follow(stream, poll, is_pipe=is_pipe)
     exit_on = Severity.ERROR if exit_on_finding else None
+    gpus = GpuPoller()
     try:
         if interactive:
-            return _watch_live(watcher, batches, exit_on)
+            return _watch_live(watcher, batches, exit_on, gpus)
         return watch(
             watcher,
             batches,
             on_phase=lambda change: echo(phase_line(change.phase, change.at)),
             on_finding=lambda finding, _: echo(finding_line(finding, watcher.clock())),
+            on_tick=gpus,
             exit_on=exit_on,
         )
     except KeyboardInterrupt:
@@ -183,7 +219,7 @@ def run_watch(
 
 
 def _watch_live(
-    watcher: Watcher, batches: Iterable[list[str]], exit_on: Severity | None
+    watcher: Watcher, batches: Iterable[list[str]], exit_on: Severity | None, gpus: GpuPoller
 ) -> Diagnosis:
     console = Console(stderr=True)
     found: list[Finding] = []
@@ -191,8 +227,12 @@ def _watch_live(
     def panel() -> RenderableType:
         return status_panel(
             watcher.name, watcher.phase, watcher.phase_since, watcher.clock(),
-            watcher.lines, watcher.last_line, found,
+            watcher.lines, watcher.last_line, found, gpus.summary,
         )  # fmt: skip
+
+    def tick(_: Watcher) -> None:
+        gpus(watcher)
+        live.update(panel())
 
     with Live(panel(), console=console, refresh_per_second=4, transient=False) as live:
         return watch(
@@ -200,6 +240,6 @@ def _watch_live(
             batches,
             on_phase=lambda _: None,
             on_finding=lambda finding, _: found.append(finding),
-            on_tick=lambda _: live.update(panel()),
+            on_tick=tick,
             exit_on=exit_on,
         )

@@ -27,6 +27,7 @@ def status_panel(
     lines: int,
     last_line: str,
     findings: list[Finding],
+    gpus: str = "",
 ) -> RenderableType:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
@@ -37,6 +38,8 @@ def status_panel(
         phase_text.append(f"  for {_duration((now - phase_since).total_seconds())}", style="dim")
     table.add_row("phase", phase_text)
     table.add_row("lines", Text(str(lines)))
+    if gpus:
+        table.add_row("GPU memory", Text(gpus))
     table.add_row("last", Text(last_line[:160], style="dim"))
     parts: list[RenderableType] = [table]
     for finding in findings:
