@@ -8,11 +8,20 @@ from diagnose.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_CODE_SPAN = re.compile(r"(`+)([^`]+?)\1")
 
 
 def inline(text: str) -> str:
-    """Text from logs, safe in running Markdown: special characters escaped, one line."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+    """Text safe in running Markdown, on one line: special characters escaped, except inside
+    `code spans`, which stay code (a code span shows its content literally)."""
+    text = " ".join(text.split())
+    out, position = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[position : span.start()]))
+        out.append(span.group(0).replace("|", "\\|"))
+        position = span.end()
+    out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[position:]))
+    return "".join(out)
 
 
 def fenced(text: str, info: str = "") -> str:
@@ -24,9 +33,8 @@ def fenced(text: str, info: str = "") -> str:
 
 def _evidence_block(evidence: list[Evidence]) -> str:
     lines = []
-    for item in evidence:
-        rank = f" [{item.rank}]" if item.rank else ""
-        lines.append(f"{where(item)}  {when(item.timestamp)}{rank}  {item.text}")
+    for item in evidence:  # the whole line as logged: its own prefix names the rank
+        lines.append(f"{where(item)}  {when(item.timestamp)}  {item.text}")
     return fenced("\n".join(lines), "text")
 
 
@@ -45,6 +53,10 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
     if finding.caused_by:
         cause = diagnosis.finding(finding.caused_by)
         facts.append(f"**Follows from:** {inline(cause.title) if cause else finding.caused_by}")
+    if finding.applies_to:
+        facts.append(f"**Applies to:** {inline(finding.applies_to)}")
+    if finding.fixed_in:
+        facts.append(f"**Fixed in:** {inline(finding.fixed_in)}")
     out += [
         " · ".join(facts),
         "",
@@ -55,6 +67,19 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
         _evidence_block(finding.evidence),
         "",
     ]
+    if finding.templates:
+        out += [
+            "**Unexplained error lines, most frequent first**",
+            "",
+            "| count | template | first seen |",
+            "|---|---|---|",
+        ]
+        out += [
+            f"| {t.count} | {inline(t.template)} | "
+            f"{f'line {t.first_line}, ' if t.first_line else ''}{when(t.first_ts)} |"
+            for t in finding.templates
+        ]
+        out.append("")
     if finding.hypotheses:
         out += ["**Likely causes, most likely first**", ""]
         out += [
