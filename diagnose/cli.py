@@ -13,8 +13,8 @@ import typer
 
 from diagnose import __version__
 from diagnose.commands import hook as hook_commands
+from diagnose.commands import new_signature, report
 from diagnose.commands import postmortem as postmortem_commands
-from diagnose.commands import report
 from diagnose.commands import signatures as signature_commands
 from diagnose.commands import verify as verify_commands
 from diagnose.commands.file import diagnose_files
@@ -457,6 +457,26 @@ def signatures_lint(signature_dirs: SignatureDirs = None) -> None:
         typer.echo(f"{problem.signature}: {problem.message}")
     typer.echo(f"{len(problems)} problem(s)")
     raise typer.Exit(ExitCode.FINDINGS if problems else ExitCode.OK)
+
+
+@signatures_app.command("new")
+def signatures_new(
+    source: Annotated[
+        Path, typer.Option("--from", help="An incident log whose failure nothing explains.")
+    ],
+    signature_id: Annotated[
+        str | None, typer.Option("--id", help="The new signature's id (default: from the error).")
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Where to write <id>.yaml and <id>.log.")
+    ] = new_signature.DEFAULT_DIR,
+    signature_dirs: SignatureDirs = None,
+) -> None:
+    """Draft a signature and its fixture from an incident log, for you to finish."""
+    diagnosis = diagnose_files([str(source)], signature_dirs or [], None, _warn)
+    written = new_signature.draft(source, diagnosis, signature_id, out)
+    typer.echo(f"wrote {written.signature} and {written.fixture}")
+    typer.echo(f"next: finish the TODOs, then `diagnose signatures test {out}`")
 
 
 @signatures_app.command("schema")

@@ -17,9 +17,11 @@ from typing import Any
 
 from diagnose import expr
 from diagnose.dropin import render_dropin
+from diagnose.incident import ERROR_NEEDLES, Failure, IncidentTracker
 from diagnose.models import (
     Confidence,
     Diagnosis,
+    ErrorTemplate,
     Evidence,
     Finding,
     Hypothesis,
@@ -39,14 +41,19 @@ from diagnose.signature import (
     Signature,
 )
 from diagnose.tracebacks import TRACEBACK_START
+from diagnose.versions import at_least, at_most
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
 
-ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START)
-"""Literals the engine itself watches: attempt boundaries, unit names, tracebacks."""
+ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START, *ERROR_NEEDLES)
+"""Literals the engine itself watches: attempt boundaries, unit names, tracebacks, and the
+error words, stops and exits that tell of a failure no signature knows."""
+UNKNOWN_SIGNATURE = "unknown-failure"
+_MAIN_ROLES = ("match", "step", "after")
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 _ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
 _UNIT_IN_TEXT = re.compile(r"^(?P<unit>[\w@.:\\-]+\.service): ")
 
@@ -120,6 +127,8 @@ class Engine:
         self.engines: dict[str, int] = {}
         self.values: dict[str, dict[str, Any]] = {}
         """After ``finish``: what each firing signature captured and derived."""
+        self.incident = IncidentTracker()
+        self._live = False
 
     def needles(self) -> set[str] | None:
         """Every literal that can make a line matter to this engine: the library's needles,
@@ -165,12 +174,15 @@ class Engine:
             candidates += self._always
         else:
             candidates = self._always
+        matched = False
         for state, role, index, pattern in candidates:
             if state.signature is not None and state.signature.id in self.skipped:
                 continue
             hit = self._match(state, pattern, event)
             if hit is not None:
                 self._record_hit(state, role, index, hit)
+                matched = matched or (role in _MAIN_ROLES and _specific(state.signature))
+        self.incident.feed(event, self._attempt_of(event.first.seq), matched)
 
     def _observe(self, record: Record) -> None:
         self._records_seen = True
@@ -311,9 +323,11 @@ class Engine:
         """What the engine would report if the input ended at ``now``, without ending it:
         a live follower calls this on every tick, so a hang is reported when it is one."""
         saved = [(state, state.window, list(state.fired), state.quiet_s) for state in self._states]
+        self._live = True  # the input goes on: an error at its end may not be the last word
         try:
             return self.finish(observed_until=now, inputs=inputs)
         finally:
+            self._live = False
             for state, window, fired, quiet in saved:
                 state.window, state.fired, state.quiet_s = window, fired, quiet
             self.values = {}
@@ -345,7 +359,32 @@ class Engine:
             for hits in self._occurrences(state):
                 drafts.append(self._draft(state, hits, unit, engine))
                 self.values.setdefault(state.signature.id, drafts[-1].values)
+        failure = None
+        causes = [d for d in drafts if _is_failure(d.signature)]
+        catch_all = [d for d in causes if d.signature.generic and d.signature.category == "unknown"]
+        if len(catch_all) == len(causes):  # nothing specific: does the input show a failure?
+            failure = self.incident.failure(
+                last_attempt=len(self._attempt_starts),
+                reached_ready=self._phase_reached() == "ready",
+                ended=not self._live,
+            )
+        templates = [
+            ErrorTemplate(
+                template=t.template, count=t.count, first_line=t.first_line, first_ts=t.first_ts
+            )
+            for t in self.incident.top_templates()
+        ]
         findings = rank(drafts)
+        if failure is not None:
+            unknown = self._unknown(failure, templates, unit, catch_all[:1])
+            if catch_all and findings and findings[0].signature == catch_all[0].signature.id:
+                # the catch-all named the exception: it keeps its id and takes in the rest
+                findings[0] = _enriched(findings[0], unknown)
+            else:
+                findings = with_primary(findings, unknown)
+        elif templates and findings and findings[0].category == "unknown":
+            # the catch-all names the exception; the templates tell what else went wrong
+            findings[0] = findings[0].model_copy(update={"templates": templates})
         primary = primary_of(findings)
         return Diagnosis(
             inputs=inputs,
@@ -402,10 +441,18 @@ class Engine:
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
             values["quiet_for"] = _spoken_duration(state.quiet_s)
             values["threshold"] = _spoken_duration(self._within(state))
+        shown = {e: values[f"{e}_version"] for e in _ENGINE_NAMES if values.get(f"{e}_version")}
+        if engine in shown or len(shown) == 1:
+            values.setdefault(
+                "engine_version", shown.get(str(engine)) or next(iter(shown.values()))
+            )
         derive(signature, values)
         confidence = signature.confidence
         if state.support and confidence is not Confidence.HIGH:
             confidence = Confidence.HIGH if confidence is Confidence.MEDIUM else Confidence.MEDIUM
+        versions = version_check(signature, values)
+        if versions.outside:
+            confidence = Confidence.LOW
         return Draft(
             signature=signature,
             seq=first.seq,
@@ -416,7 +463,213 @@ class Engine:
             phase=first.phase,
             confidence=confidence,
             unit=unit,
+            versions=versions,
         )
+
+    def _unknown(
+        self,
+        failure: Failure,
+        templates: list[ErrorTemplate],
+        unit: str | None,
+        catch_all: list[Draft],
+    ) -> Finding:
+        """The finding for a failure no signature explains: its first error, the last lines
+        before the exit, the exit itself, and the unexplained error lines as templates."""
+        records = [*failure.first_error, *failure.traceback, *failure.last_lines]
+        records += failure.exit.records if failure.exit else []
+        evidence: list[Evidence] = []
+        seen: set[tuple[str, int | None, str | None, str]] = set()
+        stamp = None
+        for record in records:
+            key = (record.source, record.line, record.cursor, record.raw)
+            if key in seen:
+                continue
+            seen.add(key)
+            stamp = record.ts or stamp
+            evidence.append(_record_evidence(record, record.ts or stamp, unit))
+        evidence.sort(key=lambda e: next(r.seq for r in records if r.raw == e.text))
+        first = failure.first_error[-1] if failure.first_error else None
+        if failure.exit is not None:
+            said = f"systemd reports that the main process failed ({failure.status})"
+            if failure.attempts > 1:
+                said += f", in {failure.attempts} start attempts"
+            explanation = [said + "."]
+        else:
+            explanation = [
+                "The log ends with an error before the server was ready, and nobody asked it "
+                "to stop."
+            ]
+        said_by_catch_all: list[str] = []
+        checks: list[str] = []
+        for draft in catch_all:  # what the catch-all says of the exception
+            said_by_catch_all = _texts(draft.signature, draft.signature.explanation, draft.values)
+            checks = _texts(draft.signature, draft.signature.next_checks, draft.values)
+        if said_by_catch_all:
+            explanation += said_by_catch_all
+        elif first is not None:
+            where = f"line {first.line}" if first.line is not None else "the evidence"
+            explanation.append(f"The first error ({where}): {first.text.strip()[:300]}")
+        else:
+            explanation.append(
+                "No error line came before it: the cause may be outside this log (the kernel, "
+                "a GPU fault, an OOM kill, or output that was cut off)."
+            )
+        explanation.append(
+            (
+                ""
+                if said_by_catch_all
+                else "No signature in the library matches, so this report "
+                "cannot name a cause or a fix. "
+            )
+            + "The evidence shows the first error and the last lines before the exit"
+            + (
+                ", and the unexplained error lines are grouped into templates."
+                if templates
+                else "."
+            )
+        )
+        seq = (
+            first.seq if first is not None else (failure.exit.records[0].seq if failure.exit else 0)
+        )
+        return Finding(
+            id="f0",
+            signature=UNKNOWN_SIGNATURE,
+            category="unknown",
+            severity=Severity.ERROR,
+            role=Role.ROOT_CAUSE,
+            title="The server failed, and no known signature explains it",
+            explanation=" ".join(explanation),
+            confidence=Confidence.LOW,
+            evidence=evidence,
+            patch=None,
+            patch_note=(
+                "No configuration change can be derived from a failure the library does not "
+                "know. `diagnose signatures new --from FILE` drafts a signature from this log."
+            ),
+            next_checks=(
+                checks
+                or [
+                    "Read the first error and the lines just before the exit: the innermost "
+                    '`File "..."` frames name the package that raised it; search the project\'s '
+                    "issues for its text.",
+                    "`journalctl -k --since -1h | grep -E 'NVRM: Xid|Out of memory'` for GPU "
+                    "faults or OOM kills at the same time.",
+                ]
+            )
+            + [
+                "`diagnose signatures new --from FILE` drafts a signature and its fixture from "
+                "this log, for the next time."
+            ],
+            references=[
+                "https://github.com/sgl-project/sglang/issues",
+                "https://github.com/vllm-project/vllm/issues",
+            ],
+            count=max(1, failure.attempts),
+            attempts=max(1, failure.attempts),
+            phase=self._phase_at(None, seq) if first is not None else self._phase_reached(),
+            templates=templates,
+        )
+
+
+def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
+    """The catch-all's finding with what the unknown failure adds: how the process ended, the
+    last lines before it, and the unexplained error lines as templates."""
+    have = {(e.source, e.line, e.cursor, e.text) for e in catch_all.evidence}
+    extra = [e for e in unknown.evidence if (e.source, e.line, e.cursor, e.text) not in have]
+    return catch_all.model_copy(
+        update={
+            "explanation": unknown.explanation,
+            "evidence": [*catch_all.evidence, *extra],
+            "next_checks": unknown.next_checks,
+            "templates": unknown.templates,
+        }
+    )
+
+
+def _specific(signature: Signature | None) -> bool:
+    """A signature that explains what it matches (not the catch-all for exceptions)."""
+    return signature is not None and not (signature.generic and signature.category == "unknown")
+
+
+def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -> Evidence:
+    return Evidence(
+        source=record.source,
+        line=record.line,
+        cursor=record.cursor,
+        timestamp=record.ts or stamp,
+        host=record.host,
+        unit=record.unit or (unit if record.origin == "app" and record.host else None),
+        rank=record.rank,
+        text=record.raw,
+        message=record.text if record.text != record.raw else None,
+    )
+
+
+def with_primary(findings: list[Finding], cause: Finding) -> list[Finding]:
+    """``cause`` first, as the root cause; what was primary before follows from it."""
+    renumbered = {f.id: f"f{i}" for i, f in enumerate(findings, 2)}
+    out = [cause.model_copy(update={"id": "f1"})]
+    for finding in findings:
+        update: dict[str, Any] = {"id": renumbered[finding.id]}
+        if finding.role is Role.ROOT_CAUSE or (
+            finding.role is Role.SYMPTOM and finding.caused_by in (None, findings[0].id)
+        ):
+            update.update(role=Role.SYMPTOM, caused_by="f1")
+        elif finding.caused_by is not None:
+            update["caused_by"] = renumbered.get(finding.caused_by, finding.caused_by)
+        out.append(finding.model_copy(update=update))
+    return out
+
+
+@dataclass(frozen=True)
+class VersionCheck:
+    """A signature's ``versions:`` against the version the log shows."""
+
+    applies_to: str | None = None
+    fixed_in: str | None = None
+    shown: str | None = None
+    outside: bool = False
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.outside and self.applies_to:
+            out.append(f"This applies to {self.applies_to}; the log shows {self.shown}.")
+        elif self.outside and self.fixed_in:
+            out.append(f"This was fixed in {self.fixed_in}; the log shows {self.shown}.")
+        if self.fixed_in and not self.outside:
+            out.append(f"Fixed in {self.fixed_in}: upgrading also fixes it.")
+        return out
+
+
+def version_check(signature: Signature, values: Mapping[str, Any]) -> VersionCheck:
+    spec = signature.versions
+    if spec is None:
+        return VersionCheck()
+    engine = spec.engine or values.get("engine")
+    name = _ENGINE_NAMES.get(str(engine), "the engine")
+    upper = (
+        f"up to {spec.max}" if spec.max else (f"before {spec.fixed_in}" if spec.fixed_in else "")
+    )
+    if spec.min and spec.max:
+        span = spec.min if spec.min == spec.max else f"{spec.min}\u2013{spec.max}"
+    elif spec.min:
+        span = f"{spec.min} {upper}" if upper else f"{spec.min} and later"
+    else:
+        span = upper
+    shown = values.get(f"{engine}_version") if engine else None
+    if shown is None and (spec.engine is None or spec.engine == values.get("engine")):
+        shown = values.get("engine_version")
+    outside = shown is not None and bool(
+        (spec.min and not at_least(str(shown), spec.min))
+        or (spec.max and not at_most(str(shown), spec.max))
+        or (spec.fixed_in and at_least(str(shown), spec.fixed_in))
+    )
+    return VersionCheck(
+        applies_to=f"{name} {span}" if span else None,
+        fixed_in=f"{name} {spec.fixed_in}" if spec.fixed_in else None,
+        shown=f"{name} {shown}" if shown is not None else None,
+        outside=outside,
+    )
 
 
 def derive(signature: Signature, values: dict[str, Any]) -> None:
@@ -452,6 +705,7 @@ class Draft:
     phase: str | None
     confidence: Confidence
     unit: str | None
+    versions: VersionCheck = field(default_factory=lambda: VersionCheck())
 
 
 _QUANTITY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$")
@@ -662,7 +916,9 @@ def rank(drafts: list[Draft]) -> list[Finding]:
                 role=role,
                 caused_by=caused_by,
                 title=signature.title,
-                explanation=" ".join(_texts(signature, signature.explanation, values)),
+                explanation=" ".join(
+                    [*_texts(signature, signature.explanation, values), *draft.versions.notes()]
+                ),
                 confidence=draft.confidence,
                 evidence=draft.evidence,
                 patch=patch,
@@ -680,6 +936,8 @@ def rank(drafts: list[Draft]) -> list[Finding]:
                 count=draft.count,
                 attempts=draft.attempts,
                 phase=draft.phase,
+                applies_to=draft.versions.applies_to,
+                fixed_in=draft.versions.fixed_in,
             )
         )
     return findings

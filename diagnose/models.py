@@ -111,6 +111,16 @@ class Hypothesis(_Frozen):
     check: str
 
 
+class ErrorTemplate(_Frozen):
+    """Error lines that no signature explains, grouped: numbers, ids, paths and addresses
+    masked (``<NUM>``, ``<ID>``, ``<PATH>``, ``<ADDR>``)."""
+
+    template: str
+    count: int
+    first_line: int | None = None
+    first_ts: Timestamp | None = None
+
+
 class Finding(_Frozen):
     id: str
     signature: str
@@ -135,6 +145,17 @@ class Finding(_Frozen):
     )
     attempts: int = Field(default=1, description="In how many start attempts it was seen.")
     phase: str | None = Field(default=None, description="Startup phase the server was in.")
+    applies_to: str | None = Field(
+        default=None,
+        description="The engine versions the signature applies to, e.g. 'SGLang 0.5.10-0.5.19'.",
+    )
+    fixed_in: str | None = Field(
+        default=None, description="The engine release that fixed it upstream, e.g. 'SGLang 0.5.23'."
+    )
+    templates: list[ErrorTemplate] = Field(
+        default_factory=list,
+        description="Unexplained error lines grouped into templates, most frequent first (top 10).",
+    )
 
 
 class InputSummary(_Frozen):

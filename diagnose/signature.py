@@ -18,6 +18,7 @@ from pydantic import (
 
 from diagnose.expr import Arithmetic, Condition, ExpressionError, template_fields
 from diagnose.models import CATEGORIES, Confidence, Role, Severity
+from diagnose.versions import is_version
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
 _UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -211,12 +212,40 @@ class Example(_Schema):
     captures: dict[str, str] = Field(
         default_factory=dict, description="Values the match must capture or derive."
     )
+    confidence: Confidence | None = Field(
+        default=None, description="The confidence the finding must have (e.g. low when demoted)."
+    )
     xfail: str | None = Field(default=None, description="A known gap, with the reason.")
 
 
 class Examples(_Schema):
     positive: list[Example] = Field(min_length=1)
     negative: list[Example] = Field(min_length=1)
+
+
+class Versions(_Schema):
+    """The engine versions a signature applies to (bounds inclusive, compared by release
+    numbers: 0.5.10 > 0.5.9; a bound takes in its sub-releases, so max 0.5.10 includes
+    0.5.10.post1). When the log shows a version outside them the finding is kept, at low
+    confidence, with a note."""
+
+    engine: Literal["sglang", "vllm"] | None = Field(
+        default=None, description="Whose version; default: the engine the log is from."
+    )
+    min: str | None = Field(default=None, description="First version that fails this way.")
+    max: str | None = Field(default=None, description="Last version that fails this way.")
+    fixed_in: str | None = Field(
+        default=None, description="The release that fixed it upstream: upgrading also fixes it."
+    )
+
+    @field_validator("min", "max", "fixed_in", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # an unquoted 0.5 in YAML
+        if value is not None and not (isinstance(value, str) and is_version(value)):
+            raise ValueError(f"not a version: {value!r} (use e.g. 0.5.10)")
+        return value
 
 
 class Signature(_Schema):
@@ -235,6 +264,9 @@ class Signature(_Schema):
     )
     supersedes: list[str] = Field(
         default_factory=list, description="Signatures this one explains more precisely."
+    )
+    versions: Versions | None = Field(
+        default=None, description="Engine versions it applies to, and the one that fixed it."
     )
     match: Match
     context: list[Pattern] = Field(

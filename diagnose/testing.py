@@ -62,6 +62,10 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
             for key, want in example.captures.items():
                 if captured.get(key) != want:
                     problems.append(f"capture {key}: expected {want!r}, got {captured.get(key)!r}")
+        if example.confidence is not None:
+            got = sorted({f.confidence.value for f in findings})
+            if got != [example.confidence.value]:
+                problems.append(f"confidence: expected {example.confidence.value}, got {got}")
     passed = not problems
     return ExampleResult(signature.id, example.name, positive, passed, problems, example.xfail)
 

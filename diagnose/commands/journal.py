@@ -15,6 +15,7 @@ from diagnose.apply import Applied, apply_dropin
 from diagnose.dropin import DROPIN_NAME
 from diagnose.engine import Engine
 from diagnose.errors import UserError
+from diagnose.incident import LAST_LINES as BEFORE_EXIT_LINES
 from diagnose.library import load_facts, load_library
 from diagnose.models import Diagnosis, InputSummary
 from diagnose.records import Event
@@ -121,6 +122,8 @@ class NeedlePrefilter:
         joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
         starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
         hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
+        for index in [i for i in hits if any(m in raws[i] for m in _EXIT_MARKERS)]:
+            hits.update(range(max(0, index - BEFORE_EXIT_LINES), index))  # what it said last
         chosen = []
         for index, raw in enumerate(raws):
             if self.context:
@@ -134,6 +137,7 @@ class NeedlePrefilter:
 
 
 _TRACEBACK = TRACEBACK_START.encode()
+_EXIT_MARKERS = (b"exited, code=", b"Failed with result")
 
 
 JOURNAL_NEEDLES = ("Suppressed ",)

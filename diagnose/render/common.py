@@ -37,6 +37,16 @@ def seen(finding: Finding) -> str:
     return " ".join(parts)
 
 
+def versions(finding: Finding) -> str:
+    """``applies to SGLang 0.5.10; fixed in SGLang 0.5.23``, or nothing."""
+    parts = []
+    if finding.applies_to:
+        parts.append(f"applies to {finding.applies_to}")
+    if finding.fixed_in:
+        parts.append(f"fixed in {finding.fixed_in}")
+    return "; ".join(parts)
+
+
 def summary(diagnosis: Diagnosis) -> str:
     """One sentence on what the input was and how far the server got."""
     subject = diagnosis.unit or ", ".join(i.name for i in diagnosis.inputs) or "input"

@@ -11,7 +11,15 @@ from rich.rule import Rule
 from rich.text import Text
 
 from diagnose.models import Diagnosis, Evidence, Finding, Role
-from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
+from diagnose.render.common import (
+    PHASE_WORDS,
+    patch_lines,
+    seen,
+    summary,
+    versions,
+    when,
+    where,
+)
 
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
@@ -62,6 +70,8 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     parts: list[RenderableType] = [head, meta]
     if extra:
         parts.append(Text(extra, style="dim"))
+    if versions(finding):
+        parts.append(Text(versions(finding), style="dim"))
     if not full:
         return Group(*parts)
     parts += [Text(""), Text(finding.explanation)]
@@ -80,6 +90,15 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
         if len(group) > 1:
             line.append(f"  (again at {_places(group[1:])})", style="dim")
         parts.append(_indent(line))
+    if finding.templates:
+        parts += [Text(""), _heading("Unexplained error lines, most frequent first")]
+        for template in finding.templates:
+            line = Text()
+            line.append(f"{template.count:>4}x  ", style="bold")
+            line.append(_shorten(template.template, 200))
+            at = f"line {template.first_line}, " if template.first_line else ""
+            line.append(f"  (first: {at}{when(template.first_ts)})", style="dim")
+            parts.append(_indent(line))
     if finding.hypotheses:
         parts += [Text(""), _heading("Likely causes, most likely first")]
         for number, hypothesis in enumerate(finding.hypotheses, 1):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from diagnose.errors import UserError
+from diagnose.incident import LAST_LINES
 from diagnose.lineformat import LineParser, year_hint
 from diagnose.models import InputSummary
 from diagnose.records import Event, Record
@@ -38,6 +39,10 @@ HEAD_LINES = 256
 """The scanned path parses the first lines of an input whatever they hold."""
 TAIL_LINES = 64
 """How far back from the end to look for the last timestamp of an input."""
+BEFORE_EXIT_LINES = LAST_LINES
+"""Lines read before a process exit, and at the end of an input, whatever they hold: what
+the server said last is evidence when no signature explains the failure."""
+_EXIT_MARKERS = (b"exited, code=", b"Failed with result")
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACEBACK = TRACEBACK_START.encode()
 _READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
@@ -219,6 +224,19 @@ def _take_lines(
     return cursor, count
 
 
+def _lines_before(chunk: bytes, start: int, floor: int, spans: list[tuple[int, int]]) -> None:
+    """Add up to ``BEFORE_EXIT_LINES`` whole lines that end before ``start`` (and begin at or
+    after ``floor``) to ``spans``, in order."""
+    found: list[tuple[int, int]] = []
+    end = start - 1
+    while len(found) < BEFORE_EXIT_LINES and end > floor:
+        begin = chunk.rfind(b"\n", floor, end) + 1
+        begin = max(begin, floor)
+        found.append((begin, end))
+        end = begin - 1
+    spans.extend(reversed(found))
+
+
 def scanned_events(
     log: LogInput,
     scanner: NeedleScanner,
@@ -233,6 +251,7 @@ def scanned_events(
     lines_before = 0
     context_left = HEAD_LINES  # the head tells the engine, the year and the first timestamp
     tail: list[bytes] = []
+    last: tuple[bytes, int, int] | None = None
     for chunk in raw_chunks(log):
         if parser is None:
             head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]
@@ -244,10 +263,13 @@ def scanned_events(
                 continue
             start = chunk.rfind(b"\n", 0, match_end) + 1
             end = chunk.index(b"\n", match_end - 1)
+            if any(marker in chunk[start:end] for marker in _EXIT_MARKERS):
+                _lines_before(chunk, start, cursor, spans)
             spans.append((start, end))
             cursor = end + 1
             if _TRACEBACK in chunk[start:end]:
                 cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
+        last = (chunk, cursor, lines_before)
         counted_at, counted = 0, lines_before
         for start, end in spans:
             counted += chunk.count(b"\n", counted_at, start)
@@ -263,10 +285,23 @@ def scanned_events(
             progress(len(chunk))
         tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
     log.lines = lines_before
+    if parser is not None and last is not None:  # the input's last lines, not yet read
+        chunk, cursor, base = last
+        spans = []
+        _lines_before(chunk, len(chunk), cursor, spans)
+        for start, end in spans:
+            record = parser.parse(
+                base + chunk.count(b"\n", 0, start) + 1, _decode(chunk[start:end])
+            )
+            if record is None:
+                continue
+            record.seq = first_seq + (record.line or 0)
+            stats.see(record)
+            yield from grouper.feed(record, record.seq)
     if parser is not None:
-        last = _last_timestamp(parser, tail)
-        if last is not None and (log.last_ts is None or last > log.last_ts):
-            log.last_ts = last
+        last_ts = _last_timestamp(parser, tail)
+        if last_ts is not None and (log.last_ts is None or last_ts > log.last_ts):
+            log.last_ts = last_ts
     yield from grouper.flush()
 
 

@@ -1,0 +1,276 @@
+"""When no signature explains a failure: what the log still tells.
+
+The engine hands every event to an :class:`IncidentTracker`. It keeps, in bounded memory, the
+first error of each start attempt, a ring buffer of the last application lines, the process
+exits systemd reported as failures, and a table of the error lines no signature matched,
+grouped into templates the way Drain does (numbers, ids, paths and addresses masked).
+At the end, :meth:`IncidentTracker.failure` says whether the input shows a failure at all;
+the engine turns that into the ``unknown-failure`` finding when nothing more specific fired.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from diagnose.records import Event, Record
+from diagnose.tracebacks import TRACEBACK_START
+
+LAST_LINES = 5
+"""Application lines kept from just before the process exited."""
+MAX_TEMPLATES = 256
+"""Distinct templates kept; later new ones are only counted (``overflow``)."""
+TOP_TEMPLATES = 10
+MAX_TEMPLATE_CHARS = 300
+
+ERROR_NEEDLES = (
+    "Error",
+    "ERROR",
+    "error:",
+    "Exception",
+    "FAILED",
+    "FATAL",
+    "fatal",
+    "Fatal",
+    "Killed",
+    "Segmentation fault",
+    "core dumped",
+    "SIGTERM",
+    "Stopping ",
+    "Failed with result",
+    "exited, code=",
+)
+"""Literals that make a line matter to the tracker: error words, stops and exits."""
+
+_ERROR = re.compile(
+    r"\b[A-Za-z_.]*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ff]atal\b|\bFAILED\b"
+    r"|\bKilled\b|[Ss]egmentation fault|core dumped|(?:^|: )error: "
+)
+_LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+_LEVEL_NOT_ERROR = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
+_LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
+_BENIGN = re.compile(
+    r"can be ignored|Unable to register cu(?:DNN|FFT|BLAS) factory"
+    r"|computation placer already registered|absl::InitializeLog"
+    r"|\bcode=4\d\d\b|HTTP/\d(?:\.\d)?\"? \d{3}\b|\bWarning: "
+)
+_NOT_A_FAILURE = re.compile(
+    r"^(?:KeyboardInterrupt|SystemExit|(?:asyncio\.(?:exceptions\.)?)?CancelledError)\b"
+)
+_EXIT = re.compile(
+    r"(?:Main|Control) process exited, code=(?P<code>\w+), status=(?P<status>\d+)/(?P<name>[\w/]+)"
+    r"|Failed with result '(?P<result>[\w-]+)'"
+)
+_STOP_SIGNALS = {"TERM", "INT", "HUP", "QUIT"}
+_APP_STOP = re.compile(r"SIGTERM received|Received SIGTERM|received signal SIGTERM", re.IGNORECASE)
+
+_MASKS = (
+    (
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        ),
+        "<ID>",
+    ),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-fA-F:]+\]:\d+"), "<ADDR>"),
+    (re.compile(r"(?<![\w.<>])(?:~|\.{1,2})?(?:/[\w.@+%=,-]+)+/?"), "<PATH>"),
+    (
+        re.compile(
+            r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"
+        ),
+        "<ID>",
+    ),
+    (re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?"), "<NUM>"),
+)
+
+
+def template_of(text: str) -> str:
+    """The line with its variable parts masked: ``Rank 3 died (exit code: -9)`` and
+    ``Rank 1 died (exit code: -9)`` both become ``Rank <NUM> died (exit code: <NUM>)``."""
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEMPLATE_CHARS else text[: MAX_TEMPLATE_CHARS - 1] + "…"
+
+
+def is_error_line(record: Record) -> bool:
+    """An application line that reports an error (not a warning, not a client's 404, not the
+    known noise that says it can be ignored)."""
+    text = record.text
+    if not text.strip():
+        return False
+    prefix = record.raw[: max(0, len(record.raw) - len(text))]  # vLLM's level is in it
+    if _LEVEL_ERROR.search(prefix):
+        return not _BENIGN.search(text)
+    if not _ERROR.search(text) or _LEVEL_NOT_ERROR.search(prefix) or _LEADING_LEVEL.search(text):
+        return False
+    return not _BENIGN.search(text)
+
+
+def exception_line(event: Event) -> Record | None:
+    """The exception line of a traceback event (its last line with text), if it is one."""
+    if TRACEBACK_START not in event.first.text:
+        return None
+    for record in reversed(event.records):
+        if record.text.strip():
+            return record
+    return None
+
+
+@dataclass
+class _Template:
+    template: str
+    count: int
+    first_line: int | None
+    first_ts: datetime | None
+    seq: int
+
+
+@dataclass
+class Exit:
+    """A process exit systemd reported as a failure, with what came just before it."""
+
+    records: list[Record]
+    attempt: int
+    before: list[Record]
+    first_error: list[Record]
+    traceback: list[Record]
+    status: str
+
+
+@dataclass
+class Failure:
+    """What the input shows of a failure no signature explains."""
+
+    first_error: list[Record]
+    traceback: list[Record]
+    """The attempt's first traceback (header and exception line), when not the first error."""
+    last_lines: list[Record]
+    exit: Exit | None
+    attempts: int
+    status: str | None
+
+
+@dataclass
+class IncidentTracker:
+    recent: deque[Record] = field(default_factory=lambda: deque(maxlen=LAST_LINES))
+    first_errors: dict[int, list[Record]] = field(default_factory=dict)
+    """Per start attempt, its first error: the line, or a traceback's header and last line."""
+    first_tracebacks: dict[int, list[Record]] = field(default_factory=dict)
+    last_error_attempt: int | None = None
+    exits: list[Exit] = field(default_factory=list)
+    failed_attempts: set[int] = field(default_factory=set)
+    stopping: set[int] = field(default_factory=set)
+    """Attempts asked to stop (systemd ``Stopping``, SIGTERM): their exits are no failure."""
+    templates: dict[str, _Template] = field(default_factory=dict)
+    overflow: int = 0
+
+    def feed(self, event: Event, attempt: int, matched: bool) -> None:
+        first = event.first
+        if first.origin == "systemd":
+            self._systemd(first, attempt)
+            return
+        if first.origin != "app":
+            return
+        error = self._error_of(event)
+        for record in event.records:
+            if record.text.strip():
+                self.recent.append(record)
+            if _APP_STOP.search(record.text):
+                self.stopping.add(attempt)
+        if error is None:
+            return
+        self.first_errors.setdefault(attempt, error)
+        if TRACEBACK_START in first.text and self.first_errors[attempt] is not error:
+            self.first_tracebacks.setdefault(attempt, error)
+        self.last_error_attempt = attempt
+        if not matched:
+            self._count(error[-1])
+
+    @staticmethod
+    def _error_of(event: Event) -> list[Record] | None:
+        last = exception_line(event)
+        if last is not None:
+            if _NOT_A_FAILURE.match(last.text.strip()):
+                return None
+            return [event.first, last] if last is not event.first else [event.first]
+        for record in event.records:
+            if is_error_line(record):
+                return [record]
+        return None
+
+    def _systemd(self, record: Record, attempt: int) -> None:
+        text = record.text
+        if text.startswith("Stopping "):
+            self.stopping.add(attempt)
+            return
+        found = _EXIT.search(text)
+        if found is None or attempt in self.stopping:
+            return
+        if found.group("result"):
+            status = f"result '{found.group('result')}'"
+        else:
+            code, number, name = found.group("code"), found.group("status"), found.group("name")
+            if code == "exited" and number == "0":
+                return
+            if code == "killed" and name in _STOP_SIGNALS:
+                return  # a stop (systemd would say "Failed with result" if it were one)
+            status = f"code={code}, status={number}/{name}"
+        if attempt in self.failed_attempts:
+            same = next((e for e in self.exits if e.attempt == attempt), None)
+            if same is not None and len(same.records) < 2:
+                same.records.append(record)
+            return
+        self.failed_attempts.add(attempt)
+        if len(self.exits) < 2:  # the first failed attempt tells the story; a second counts
+            self.exits.append(
+                Exit(
+                    [record],
+                    attempt,
+                    list(self.recent),
+                    self.first_errors.get(attempt, []),
+                    self.first_tracebacks.get(attempt, []),
+                    status,
+                )
+            )
+
+    def _count(self, record: Record) -> None:
+        template = template_of(record.text)
+        entry = self.templates.get(template)
+        if entry is not None:
+            entry.count += 1
+        elif len(self.templates) < MAX_TEMPLATES:
+            self.templates[template] = _Template(template, 1, record.line, record.ts, record.seq)
+        else:
+            self.overflow += 1
+
+    def top_templates(self) -> list[_Template]:
+        ranked = sorted(self.templates.values(), key=lambda t: (-t.count, t.seq))
+        return ranked[:TOP_TEMPLATES]
+
+    def failure(self, last_attempt: int, reached_ready: bool, ended: bool) -> Failure | None:
+        """The failure the input shows: a process exit systemd calls failed, or (when the
+        input has ended) an error in the last start attempt, which never became ready and
+        was not asked to stop. None on a healthy log."""
+        if self.exits:
+            exit_ = self.exits[0]
+            return Failure(
+                first_error=exit_.first_error,
+                traceback=exit_.traceback,
+                last_lines=exit_.before,
+                exit=exit_,
+                attempts=len(self.failed_attempts),
+                status=exit_.status,
+            )
+        errors = self.first_errors.get(last_attempt)
+        if not ended or errors is None or reached_ready or last_attempt in self.stopping:
+            return None
+        return Failure(
+            first_error=errors,
+            traceback=self.first_tracebacks.get(last_attempt, []),
+            last_lines=list(self.recent),
+            exit=None,
+            attempts=1,
+            status=None,
+        )

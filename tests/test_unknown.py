@@ -1,0 +1,203 @@
+"""When nothing matches: the unknown failure, its templates, and drafting a signature from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.incident import template_of
+from diagnose.library import load_directory
+from diagnose.models import Confidence, Role, Severity
+from diagnose.render import render
+from diagnose.testing import check_signature
+from tests.conftest import REPO, fixture, invoke, primary, run_cli, run_engine, run_text
+
+VLLM_DIED = fixture("fixtures/unknown/vllm-worker-died.journal.txt")
+SGLANG_CRASH = fixture("fixtures/unknown/sglang-unknown-crash.journal.txt")
+
+HEALTHY = [
+    fixture("fixtures/incidents/healthy-sglang.journal.txt"),
+    fixture("fixtures/incidents/dist-init-slow-ok.journal.txt"),
+    fixture("fixtures/journal/healthy-stop.journal.txt"),
+    *sorted(
+        fixture(f"fixtures/samples/healthy/{p.name}")
+        for p in (REPO / "fixtures/samples/healthy").iterdir()
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "template"),
+    [
+        (
+            "Rank 3 scheduler died during initialization (exit code: -9)",
+            "Rank <NUM> scheduler died during initialization (exit code: <NUM>)",
+        ),
+        (
+            "Failed to fetch shard 7 from /models/Q/model-00007-of-00039.safetensors: Error 5",
+            "Failed to fetch shard <NUM> from <PATH>: Error <NUM>",
+        ),
+        ("connect to 10.0.4.9:29500 refused", "connect to <ADDR> refused"),
+        (
+            "request 3f2a9c1e-7b4d-4e2a-9f1c-0a1b2c3d4e5f at 0x7f3a2c001e40 failed",
+            "request <ID> at <ID> failed",
+        ),
+    ],
+)
+def test_templates_mask_numbers_paths_ids_and_addresses(line: str, template: str) -> None:
+    assert template_of(line) == template
+
+
+def test_an_unknown_failure_has_the_first_error_the_last_lines_and_templates() -> None:
+    diagnosis = run_engine(VLLM_DIED)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert (cause.category, cause.severity, cause.role) == (
+        "unknown",
+        Severity.ERROR,
+        Role.ROOT_CAUSE,
+    )
+    assert cause.confidence is Confidence.LOW
+    assert cause.patch is None and cause.patch_note and "signatures new" in cause.patch_note
+    lines = [e.line for e in cause.evidence]
+    assert 6 in lines and "(line 6)" in cause.explanation, "the first error"
+    assert {7, 8, 9, 10} <= set(lines), "the last lines before the exit, and the exit"
+    assert "status=1/FAILURE" in cause.explanation
+    assert "Worker proc VllmWorker-1 died unexpectedly" in cause.explanation
+    [template] = cause.templates
+    assert (
+        template.template
+        == "Worker proc VllmWorker-<NUM> died unexpectedly, shutting down executor."
+    )
+    assert (template.count, template.first_line) == (2, 6)
+    assert template.first_ts is not None
+
+
+def test_an_unrecognised_traceback_and_a_failure_exit() -> None:
+    """The catch-all names the exception; the unknown failure adds the rest to it."""
+    cause = primary(run_engine(SGLANG_CRASH))
+    assert cause is not None and cause.signature == "python-exception-unexplained"
+    assert cause.confidence is Confidence.LOW
+    lines = {e.line for e in cause.evidence}
+    assert {7, 10, 15, 18, 19, 20} <= lines, "first error, traceback, last lines, exit"
+    assert cause.explanation.startswith("systemd reports that the main process failed")
+    assert "SafetensorError" in cause.explanation
+    by_template = {t.template: t for t in cause.templates}
+    shards = by_template[
+        "Failed to fetch shard <NUM> from <PATH>: Error <NUM> (Input/output error)"
+    ]
+    assert (shards.count, shards.first_line) == (3, 7)
+    assert cause.templates[0] is shards or cause.templates[0] == shards, "most frequent first"
+
+
+def test_an_error_at_the_end_of_a_plain_log() -> None:
+    diagnosis = run_text(
+        "[2026-03-12 09:14:09] server_args={'model_path': '/models/X', 'tp_size': 2}\n"
+        "[2026-03-12 09:14:21 TP0] Init torch distributed begin.\n"
+        "[2026-03-12 09:14:40 TP0] fatal: could not open shared memory segment 17 (code 28)\n"
+    )
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "The log ends with an error" in cause.explanation
+    assert cause.templates[0].template.startswith(
+        "fatal: could not open shared memory segment <NUM>"
+    )
+
+
+def test_a_requested_stop_is_no_failure() -> None:
+    diagnosis = run_text(
+        "Mar 12 09:00:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"
+        "Mar 12 09:00:05.000000 gpu-node-07 python3[9]: [2026-03-12 09:00:05] server_args={'tp_size': 1}\n"
+        "Mar 12 09:01:00.000000 gpu-node-07 systemd[1]: Stopping x.service - X...\n"
+        "Mar 12 09:01:00.500000 gpu-node-07 python3[9]: [2026-03-12 09:01:00] SIGTERM received. Shutting down.\n"
+        "Mar 12 09:01:01.000000 gpu-node-07 python3[9]: RuntimeError: Event loop stopped before Future completed.\n"
+        "Mar 12 09:01:01.100000 gpu-node-07 systemd[1]: x.service: Main process exited, code=exited, status=1/FAILURE\n"
+        "Mar 12 09:01:01.200000 gpu-node-07 systemd[1]: x.service: Failed with result 'exit-code'.\n"
+    )
+    assert diagnosis.primary is None
+
+
+def test_a_restart_loop_follows_from_the_unknown_failure() -> None:
+    attempt = (
+        "Mar 12 09:0{m}:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"
+        "Mar 12 09:0{m}:05.000000 gpu-node-07 python3[9{m}]: [2026-03-12 09:0{m}:05] server_args={{'tp_size': 1}}\n"
+        "Mar 12 09:0{m}:09.000000 gpu-node-07 python3[9{m}]: [2026-03-12 09:0{m}:09] FATAL: license check failed for node 7\n"
+        "Mar 12 09:0{m}:10.000000 gpu-node-07 systemd[1]: x.service: Main process exited, code=exited, status=1/FAILURE\n"
+        "Mar 12 09:0{m}:10.100000 gpu-node-07 systemd[1]: x.service: Failed with result 'exit-code'.\n"
+        "Mar 12 09:0{m}:20.000000 gpu-node-07 systemd[1]: x.service: Scheduled restart job, restart counter is at {m}.\n"
+    )
+    diagnosis = run_text("".join(attempt.format(m=m) for m in range(1, 6)))
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert cause.attempts == 5
+    assert cause.templates[0].count == 5
+    others = [f for f in diagnosis.findings if f is not cause]
+    assert others and all(f.role is not Role.ROOT_CAUSE for f in others)
+    assert all(f.caused_by == cause.id for f in others if f.role is Role.SYMPTOM)
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=lambda p: Path(p).name)
+def test_quiet_on_healthy_logs(path: str) -> None:
+    diagnosis = run_engine(path)
+    assert diagnosis.primary is None, [(f.signature, f.explanation) for f in diagnosis.findings]
+    assert all(f.signature != "unknown-failure" for f in diagnosis.findings)
+
+
+def test_a_specific_signature_leaves_no_unknown_failure() -> None:
+    diagnosis = run_engine(fixture("fixtures/incidents/qwen-122b-crashloop.journal.txt"))
+    assert all(f.signature != "unknown-failure" for f in diagnosis.findings)
+
+
+def test_templates_are_rendered() -> None:
+    diagnosis = run_engine(VLLM_DIED)
+    assert "Unexplained error lines, most frequent first" in render(diagnosis, "text")
+    markdown = render(diagnosis, "markdown")
+    assert "| 2 | Worker proc VllmWorker-\\<NUM\\> died unexpectedly" in markdown
+    assert '"templates": [' in render(diagnosis, "json")
+
+
+@pytest.mark.parametrize("source", [VLLM_DIED, SGLANG_CRASH])
+def test_signatures_new_round_trip(source: str, tmp_path: Path) -> None:
+    out = tmp_path / "drafts"
+    result = invoke(["signatures", "new", "--from", str(REPO / source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    [signature] = load_directory(out)
+    assert signature.category == "unknown" and signature.severity is Severity.ERROR
+    assert (out / f"{signature.id}.log").is_file()
+    text = (out / f"{signature.id}.yaml").read_text(encoding="utf-8")
+    assert text.count("TODO") >= 4
+    if source == VLLM_DIED:
+        assert "(?P<num1>\\d+" in signature.match.regex  # type: ignore[union-attr]
+    results = check_signature(signature)
+    assert results and all(r.passed for r in results), [r.problems for r in results]
+    tested = invoke(["signatures", "test", str(out)])
+    assert tested.exit_code == 0, tested.output
+    # the fixture is the incident, reduced: the draft still matches it
+    diagnosis = run_engine(out / f"{signature.id}.log", signatures=[signature])
+    assert any(f.signature == signature.id for f in diagnosis.findings)
+
+
+def test_signatures_new_refuses_to_overwrite(tmp_path: Path) -> None:
+    args = [
+        "signatures",
+        "new",
+        "--from",
+        str(REPO / VLLM_DIED),
+        "--out",
+        str(tmp_path),
+        "--id",
+        "worker-died",
+    ]
+    assert invoke(args).exit_code == 0
+    before = (tmp_path / "worker-died.yaml").read_text(encoding="utf-8")
+    again = run_cli(*args)
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
+    assert (tmp_path / "worker-died.yaml").read_text(encoding="utf-8") == before
+
+
+def test_signatures_new_on_a_healthy_log_is_a_user_error(tmp_path: Path) -> None:
+    result = run_cli("signatures", "new", "--from", str(REPO / HEALTHY[0]), "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert not any(tmp_path.iterdir())
