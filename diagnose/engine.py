@@ -30,7 +30,7 @@ from diagnose.models import (
     Role,
     Severity,
 )
-from diagnose.phases import PHASE_ORDER, PHASES, phase_of
+from diagnose.phases import PHASE_ORDER, PHASES, launch_marker, phase_of
 from diagnose.records import Event, Record
 from diagnose.signature import (
     AbsenceMatch,
@@ -120,7 +120,8 @@ class Engine:
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
         self._attempt_has_app_lines = False
-        self._attempt_launched = False
+        self._launch_markers: set[str] = set()
+        """Launch banners seen in this attempt: the same banner again is a new start."""
         self._phases: dict[str | None, list[tuple[int, str]]] = {}
         """Per rank (None: any rank), the seq at which each startup phase began."""
         self.unit_counts: dict[str, int] = {}
@@ -198,10 +199,11 @@ class Engine:
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
         phase = phase_of(record.text, record.engine)
-        if phase == "launch" and self._attempt_launched:
+        marker = launch_marker(record.text) if phase == "launch" else None
+        if marker is not None and marker in self._launch_markers:
             self._new_attempt(record.ts, record.seq)
-        if phase == "launch":
-            self._attempt_launched = True
+        if marker is not None:
+            self._launch_markers.add(marker)
         self._attempt_has_app_lines = True
         if phase is not None:
             for rank in {record.rank, None}:
@@ -238,7 +240,7 @@ class Engine:
                 self._close_window(state, ts)
         self._attempt_starts.append(seq)
         self._attempt_has_app_lines = False
-        self._attempt_launched = False
+        self._launch_markers = set()
 
     def _match(self, state: _State, pattern: Pattern, event: Event) -> Hit | None:
         try:

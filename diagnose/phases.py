@@ -66,3 +66,8 @@ def phase_of(text: str, engine: str | None) -> str | None:
         if any(marker in text for marker in markers):
             return name
     return None
+
+
+def launch_marker(text: str) -> str | None:
+    """Which launch banner a line is (vLLM prints two per start: its version, then its args)."""
+    return next((marker for marker in PHASES[0][2] if marker in text), None)

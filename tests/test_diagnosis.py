@@ -15,7 +15,17 @@ from diagnose.engine import MAX_EVIDENCE, MAX_HITS, Engine
 from diagnose.library import load_directory
 from diagnose.models import Confidence, Role
 from diagnose.sources.files import LogInput, events_from_lines
-from tests.conftest import REPO, SAMPLES, by_signature, feed, fixture, primary, run_engine, run_text
+from tests.conftest import (
+    REPO,
+    SAMPLES,
+    builtin_library,
+    by_signature,
+    feed,
+    fixture,
+    primary,
+    run_engine,
+    run_text,
+)
 
 CRASHLOOP = fixture("fixtures/incidents/qwen-122b-crashloop.journal.txt")
 STALL = fixture("fixtures/incidents/dist-init-stall.journal.txt")
@@ -496,3 +506,17 @@ def test_an_explained_failure_is_not_reported_again_as_unexplained(
     """A catch-all for exceptions no signature knows must stay silent when one does."""
     diagnosis = run_engine(fixture(path))
     assert {f.signature for f in diagnosis.findings} == expected
+
+
+def test_a_vllm_start_with_both_banners_is_one_attempt() -> None:
+    """vLLM prints its version banner and then its arguments: one start, not two."""
+    from diagnose.testing import run_log
+
+    start = (
+        "(APIServer pid=501) INFO 03-02 09:00:01 [api_server.py:1885] vLLM API server version 0.11.0\n"
+        "(APIServer pid=501) INFO 03-02 09:00:01 [utils.py:253] non-default args: {'model': '/models/Qwen3-32B'}\n"
+        "(EngineCore_DP0 pid=612) INFO 03-02 09:00:09 [core.py:93] Initializing a V1 LLM engine (v0.11.0) with config: model='/models/Qwen3-32B'\n"
+    )
+    for starts in (1, 2):
+        engine, log = run_log(builtin_library(), start * starts)
+        assert engine.finish(inputs=[log.summary()]).attempts == starts
