@@ -69,6 +69,16 @@ HangAfterOption = Annotated[
     typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),
 ]
 NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
+JournalFilesOption = Annotated[
+    list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
+]
+JournalDirOption = Annotated[
+    Path | None, typer.Option("--directory", "-D", help="Read the journal files in DIR.")
+]
+BootOption = Annotated[
+    str | None,
+    typer.Option("--boot", "-b", help="Boot ID, or offset: 0 this boot, -1 the one before."),
+]
 
 
 def _warn(message: str) -> None:
@@ -136,16 +146,9 @@ def journal_command(
     until: Annotated[
         str | None, typer.Option("--until", "-U", help="journalctl's --until.")
     ] = None,
-    boot: Annotated[
-        str | None,
-        typer.Option("--boot", "-b", help="Boot ID, or offset: 0 this boot, -1 the one before."),
-    ] = None,
-    files: Annotated[
-        list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
-    ] = None,
-    directory: Annotated[
-        Path | None, typer.Option("--directory", "-D", help="Read the journal files in DIR.")
-    ] = None,
+    boot: BootOption = None,
+    files: JournalFilesOption = None,
+    directory: JournalDirOption = None,
     unit_file: Annotated[
         Path | None, typer.Option(help="The unit file to patch (default: systemctl cat UNIT).")
     ] = None,
@@ -250,12 +253,6 @@ HookUnitOption = Annotated[
     str, typer.Option("--unit", "-u", help="The unit, as systemctl takes it.")
 ]
 HookRootOption = Annotated[Path, typer.Option(help="Operate on this root directory instead of /.")]
-JournalFilesOption = Annotated[
-    list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
-]
-JournalDirOption = Annotated[
-    Path | None, typer.Option("--directory", "-D", help="Read the journal files in DIR.")
-]
 
 
 @hook_app.command("install")
@@ -331,10 +328,7 @@ def verify_command(
     ] = None,
     files: JournalFilesOption = None,
     journal_dir: JournalDirOption = None,
-    boot: Annotated[
-        str | None,
-        typer.Option("--boot", "-b", help="Boot ID, or offset: 0 this boot, -1 the one before."),
-    ] = None,
+    boot: BootOption = None,
     fmt: Annotated[
         postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
     ] = postmortem_commands.ListFormat.text,

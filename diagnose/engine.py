@@ -488,7 +488,7 @@ class Engine:
                 continue
             seen.add(key)
             stamp = record.ts or stamp
-            evidence.append(_record_evidence(record, record.ts or stamp, unit))
+            evidence.append(_record_evidence(record, stamp, unit))
         evidence.sort(key=lambda e: next(r.seq for r in records if r.raw == e.text))
         first = failure.first_error[-1] if failure.first_error else None
         if failure.exit is not None:
@@ -594,6 +594,7 @@ def _specific(signature: Signature | None) -> bool:
 
 
 def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -> Evidence:
+    """``record`` as evidence; ``stamp`` is its time when it has none of its own."""
     return Evidence(
         source=record.source,
         line=record.line,
@@ -801,19 +802,7 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
         if key in seen:
             continue
         seen.add(key)
-        evidence.append(
-            Evidence(
-                source=record.source,
-                line=record.line,
-                cursor=record.cursor,
-                timestamp=record.ts or stamp,
-                host=record.host,
-                unit=record.unit or (unit if record.origin == "app" and record.host else None),
-                rank=record.rank,
-                text=record.raw,
-                message=record.text if record.text != record.raw else None,
-            )
-        )
+        evidence.append(_record_evidence(record, stamp, unit))
     return evidence
 
 

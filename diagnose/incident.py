@@ -158,7 +158,6 @@ class IncidentTracker:
     first_errors: dict[int, list[Record]] = field(default_factory=dict)
     """Per start attempt, its first error: the line, or a traceback's header and last line."""
     first_tracebacks: dict[int, list[Record]] = field(default_factory=dict)
-    last_error_attempt: int | None = None
     exits: list[Exit] = field(default_factory=list)
     failed_attempts: set[int] = field(default_factory=set)
     stopping: set[int] = field(default_factory=set)
@@ -184,7 +183,6 @@ class IncidentTracker:
         self.first_errors.setdefault(attempt, error)
         if TRACEBACK_START in first.text and self.first_errors[attempt] is not error:
             self.first_tracebacks.setdefault(attempt, error)
-        self.last_error_attempt = attempt
         if not matched:
             self._count(error[-1])
 

@@ -200,19 +200,16 @@ class LineParser:
             return None
         if not isinstance(entry, dict) or "MESSAGE" not in entry:
             return None
-        return journal_entry_record(self.source, line_no, entry, self)
+        record = journal_entry_record(self.source, line_no, entry, self)
+        record.raw = raw  # a line of a `journalctl -o json` export: the evidence is that line
+        return record
 
 
 def journal_entry_record(
     source: str, line_no: int | None, entry: dict, parser: LineParser
 ) -> Record:
     """A record from one journal entry (``journalctl -o json`` or systemd-python)."""
-    message = entry.get("MESSAGE")
-    if isinstance(message, list):  # journalctl writes non-UTF-8 messages as byte arrays
-        message = bytes(b & 0xFF for b in message if isinstance(b, int)).decode("utf-8", "replace")
-    elif isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
-    text = clean(str(message or ""))
+    text = clean(entry_message(entry))
     record = Record(source=source, line=line_no, text=text, raw=text)
     record.cursor = _field(entry, "__CURSOR")
     record.host = _field(entry, "_HOSTNAME")
@@ -233,6 +230,17 @@ def journal_entry_record(
     )
     parser._apply_app_prefix(record)
     return record
+
+
+def entry_message(entry: dict) -> str:
+    """A journal entry's ``MESSAGE`` as text (a string, bytes, or the byte array journalctl
+    writes for a message that is not UTF-8)."""
+    message = entry.get("MESSAGE")
+    if isinstance(message, list):
+        message = bytes(b & 0xFF for b in message if isinstance(b, int))
+    if isinstance(message, bytes):
+        return message.decode("utf-8", "replace")
+    return str(message or "")
 
 
 def _field(entry: dict, name: str) -> str | None:

@@ -336,9 +336,7 @@ class Signature(_Schema):
     def _templates(self) -> list[str]:
         texts = [t.text for t in (*self.explanation, *self.next_checks, *self.alternatives)]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
-        texts += [p.note for p in self.patches if p.note] + (
-            [self.patch_note] if self.patch_note else []
-        )
+        texts += [self.patch_note] if self.patch_note else []
         patches = [*self.patches, *(p for r in self.preflight for p in r.patches)]
         for patch in patches:
             texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]

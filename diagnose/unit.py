@@ -397,7 +397,7 @@ def _load_environment_file(
             f"EnvironmentFile={env_file.path}: specifiers are resolved by systemd; not read here"
         )
         return
-    path = _under(root, env_file.path)
+    path = under_root(root, env_file.path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -414,7 +414,8 @@ def _load_environment_file(
     env_file.loaded = True
 
 
-def _under(root: Path | None, path: str) -> Path:
+def under_root(root: Path | None, path: str) -> Path:
+    """``path`` (absolute, as a unit names it) under ``root`` when there is one."""
     return (root / path.lstrip("/")) if root is not None else Path(path)
 
 
@@ -441,7 +442,7 @@ def find_unit(name: str, root: Path, exclude: Iterable[str] = ()) -> UnitConfig 
     """A unit from a root's search path (what ``systemctl --root`` would load)."""
     fragment: Path | None = None
     for directory in UNIT_DIRS:
-        for candidate in _names(name):
+        for candidate in unit_file_names(name):
             path = root / directory / candidate
             if path.is_file():
                 fragment = path
@@ -452,7 +453,7 @@ def find_unit(name: str, root: Path, exclude: Iterable[str] = ()) -> UnitConfig 
         return None
     found: dict[str, Path] = {}
     for directory in reversed(UNIT_DIRS):  # higher-priority directories replace same names
-        for candidate in _names(name):
+        for candidate in unit_file_names(name):
             folder = root / directory / f"{candidate}.d"
             if folder.is_dir():
                 for conf in folder.glob("*.conf"):
@@ -467,7 +468,7 @@ def find_unit(name: str, root: Path, exclude: Iterable[str] = ()) -> UnitConfig 
     )
 
 
-def _names(name: str) -> list[str]:
+def unit_file_names(name: str) -> list[str]:
     """The unit, then its template (``a@b.service`` -> ``a@.service``)."""
     names = [name]
     if "@" in name:

@@ -34,6 +34,7 @@ from diagnose.apply import (
 )
 from diagnose.errors import UserError
 from diagnose.sources.journal import unit_name
+from diagnose.unit import UNIT_DIRS, unit_file_names
 
 HOOK_DROPIN = "40-diagnose-hook.conf"
 TEMPLATE = "diagnose-postmortem@.service"
@@ -129,19 +130,15 @@ def install(unit: str, root: Path = Path("/"), diagnose_path: str | None = None)
     result.written.append(install_file(dropin_path(name, root, HOOK_DROPIN), dropin_text()))
     if not _unit_exists(name, root):
         result.kept.append(
-            f"warning: no unit file for {name} under {root} (etc, run, usr/lib, lib "
-            "systemd/system); the hook takes effect once the unit exists"
+            f"warning: no unit file for {name} under {root} ({', '.join(UNIT_DIRS)}); "
+            "the hook takes effect once the unit exists"
         )
     return result
 
 
 def _unit_exists(name: str, root: Path) -> bool:
-    names = [name]
-    if "@" in name:
-        prefix, rest = name.split("@", 1)
-        names.append(f"{prefix}@{rest[rest.rfind('.') :]}")  # the template of an instance
-    directories = ("etc", "run", "usr/lib", "lib")
-    return any((root / d / "systemd/system" / n).exists() for d in directories for n in names)
+    """A unit file for ``name`` (or its template) on the unit search path under ``root``."""
+    return any((root / d / n).exists() for d in UNIT_DIRS for n in unit_file_names(name))
 
 
 def _other_hooks(root: Path, but: Path) -> list[Path]:

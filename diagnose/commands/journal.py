@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
 
@@ -15,12 +15,12 @@ from diagnose.apply import Applied, apply_dropin
 from diagnose.dropin import DROPIN_NAME
 from diagnose.engine import Engine
 from diagnose.errors import UserError
-from diagnose.incident import LAST_LINES as BEFORE_EXIT_LINES
 from diagnose.library import load_facts, load_library
 from diagnose.models import Diagnosis, InputSummary
 from diagnose.records import Event
 from diagnose.scan import NeedleScanner
 from diagnose.sources import journal as source
+from diagnose.sources.files import BEFORE_EXIT_LINES, EXIT_MARKERS
 from diagnose.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
 from diagnose.unit import UnitConfig, find_unit, load_unit_file, render_patch, systemctl_unit
 
@@ -102,7 +102,7 @@ def _patched(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diag
 
 
 def _stamp(usec: int | None) -> datetime | None:
-    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc) if usec else None
+    return source.from_usec(usec) if usec else None
 
 
 HEAD_ENTRIES = 256
@@ -122,7 +122,7 @@ class NeedlePrefilter:
         joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
         starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
         hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
-        for index in [i for i in hits if any(m in raws[i] for m in _EXIT_MARKERS)]:
+        for index in [i for i in hits if any(m in raws[i] for m in EXIT_MARKERS)]:
             hits.update(range(max(0, index - BEFORE_EXIT_LINES), index))  # what it said last
         chosen = []
         for index, raw in enumerate(raws):
@@ -137,7 +137,6 @@ class NeedlePrefilter:
 
 
 _TRACEBACK = TRACEBACK_START.encode()
-_EXIT_MARKERS = (b"exited, code=", b"Failed with result")
 
 
 JOURNAL_NEEDLES = ("Suppressed ",)

@@ -18,6 +18,7 @@ from diagnose.commands.report import write_atomically
 from diagnose.errors import UserError
 from diagnose.redact import redact
 from diagnose.render import render
+from diagnose.sources.journal import from_usec
 
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
@@ -65,7 +66,7 @@ def write(
     result = diagnose_journal(options, signature_dirs, hang_after, warn)
     diagnosis = redact(result.diagnosis)
     unit = diagnosis.unit or result.scope.unit
-    failed_at = datetime.fromtimestamp(result.scope.attempts[-1].last_us / 1e6, tz=timezone.utc)
+    failed_at = from_usec(result.scope.attempts[-1].last_us)
     _directory(directory)
     stem = report_stem(unit, failed_at)
     markdown, report = directory / f"{stem}.md", directory / f"{stem}.json"

@@ -38,16 +38,17 @@ from diagnose.preflight import (
     expand_argv,
     parse_command,
 )
+from diagnose.sources.journal import unit_name
 from diagnose.unit import (
     UnitConfig,
     find_unit,
     load_unit_file,
     parse_environment_assignments,
     systemctl_unit,
+    under_root,
 )
 
 Say = Callable[[str], None]
-DATA_FILES = ("_parsers.yaml", "_flags.yaml")
 
 
 @dataclass
@@ -71,13 +72,8 @@ class PreflightResult:
     notes: list[str]
 
 
-def _unit_name(name: str) -> str:
-    suffixes = (".service", ".socket", ".target", ".timer", ".mount", ".path", ".slice")
-    return name if name.endswith(suffixes) else f"{name}.service"
-
-
 def _load_unit(options: PreflightOptions, exclude: list[str]) -> UnitConfig | None:
-    name = _unit_name(options.unit) if options.unit else None
+    name = unit_name(options.unit) if options.unit else None
     if options.unit_file is not None:
         if not options.unit_file.is_file():
             raise UserError(f"--unit-file {options.unit_file}: no such file")
@@ -95,10 +91,6 @@ def _data(name: str) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as error:
         raise UserError(f"{path}: cannot read: {error}") from None
     return data if isinstance(data, dict) else {}
-
-
-def _under(root: Path | None, path: str) -> Path:
-    return (root / path.lstrip("/")) if root is not None else Path(path)
 
 
 def _exec_origin(unit: UnitConfig) -> Origin | None:
@@ -134,7 +126,7 @@ def _hf_snapshot(model: str, environment: Mapping[str, str], root: Path | None) 
     )
     if not home:
         return None
-    repo = _under(root, home) / f"models--{model.replace('/', '--')}"
+    repo = under_root(root, home) / f"models--{model.replace('/', '--')}"
     ref = repo / "refs" / "main"
     try:
         if ref.is_file():
@@ -170,7 +162,7 @@ def _model(
 ) -> ModelFacts | None:
     if not isinstance(model, str) or not model or "$" in model or "%" in model:
         return None
-    directory = _under(root, model)
+    directory = under_root(root, model)
     if not directory.is_dir():
         directory = _hf_snapshot(model, environment, root) or directory
     if not directory.is_dir():
@@ -271,12 +263,12 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         environment = dict(os.environ)
         exec_origin: Origin | None = Origin(COMMAND_LINE, None, shlex.join(argv))
         env_origins: dict[str, Origin] = {}
-        name = _unit_name(options.unit) if options.unit else None
+        name = unit_name(options.unit) if options.unit else None
     elif options.unit or options.unit_file:
         unit = _load_unit(options, exclude=[])
         if unit is None:
             raise UserError(
-                f"{_unit_name(options.unit or '')}: unit not found",
+                f"{unit_name(options.unit or '')}: unit not found",
                 help="pass --unit-file PATH, or --root DIR for an installed tree",
             )
         notes += unit.problems + unit.warnings

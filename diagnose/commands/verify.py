@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +24,12 @@ LOOK_BACK = 20
 """Start attempts read back from the newest, to find the last failed one."""
 
 
-def _stamp(usec: int) -> datetime:
-    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc)
-
-
 def _summary(attempt: source.Attempt, diagnosis: Diagnosis) -> AttemptSummary:
     primary = diagnosis.finding(diagnosis.primary)
     return AttemptSummary(
         invocation=attempt.invocation,
-        started_at=_stamp(attempt.first_us),
-        ended_at=_stamp(attempt.last_us) if attempt.ended else None,
+        started_at=source.from_usec(attempt.first_us),
+        ended_at=source.from_usec(attempt.last_us) if attempt.ended else None,
         result=attempt.result or (f"status={attempt.exit_status}" if attempt.exit_status else None),
         signature=primary.signature if primary else None,
         category=primary.category if primary else None,

@@ -16,6 +16,8 @@ PHASE_WORDS = {
     "warmup": "the warmup request",
     "ready": "ready and serving",
 }
+SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+"""The rich style of each severity, on the terminal report and the live display."""
 
 
 def when(stamp: datetime | None) -> str:

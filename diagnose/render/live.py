@@ -9,9 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from diagnose.models import Finding
-from diagnose.render.common import PHASE_WORDS
-
-_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+from diagnose.render.common import PHASE_WORDS, SEVERITY_STYLE
 
 
 def _duration(seconds: float) -> str:
@@ -44,7 +42,9 @@ def status_panel(
     parts: list[RenderableType] = [table]
     for finding in findings:
         line = Text()
-        line.append(f"{finding.severity.value.upper()} ", style=_STYLE[finding.severity.value])
+        line.append(
+            f"{finding.severity.value.upper()} ", style=SEVERITY_STYLE[finding.severity.value]
+        )
         line.append(finding.title)
         line.append(f"  ({finding.signature})", style="dim")
         parts.append(line)

@@ -13,6 +13,7 @@ from rich.text import Text
 from diagnose.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
+    SEVERITY_STYLE,
     patch_lines,
     seen,
     summary,
@@ -21,7 +22,6 @@ from diagnose.render.common import (
     where,
 )
 
-_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
 
 
@@ -50,7 +50,7 @@ def _indent(renderable: RenderableType, by: int = 2) -> Padding:
 
 def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableType:
     head = Text()
-    head.append(f"{_ROLE_WORD[finding.role]} ", style=_SEVERITY_STYLE[finding.severity.value])
+    head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
     meta = Text(
         f"{finding.severity.value} · {finding.category} · {finding.confidence.value} confidence"

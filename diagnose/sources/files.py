@@ -42,7 +42,8 @@ TAIL_LINES = 64
 BEFORE_EXIT_LINES = LAST_LINES
 """Lines read before a process exit, and at the end of an input, whatever they hold: what
 the server said last is evidence when no signature explains the failure."""
-_EXIT_MARKERS = (b"exited, code=", b"Failed with result")
+EXIT_MARKERS = (b"exited, code=", b"Failed with result")
+"""Literals of systemd's process-exit lines: the lines before one are read too."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACEBACK = TRACEBACK_START.encode()
 _READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
@@ -263,7 +264,7 @@ def scanned_events(
                 continue
             start = chunk.rfind(b"\n", 0, match_end) + 1
             end = chunk.index(b"\n", match_end - 1)
-            if any(marker in chunk[start:end] for marker in _EXIT_MARKERS):
+            if any(marker in chunk[start:end] for marker in EXIT_MARKERS):
                 _lines_before(chunk, start, cursor, spans)
             spans.append((start, end))
             cursor = end + 1

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from diagnose.errors import UserError
 from diagnose.sources.files import MAX_LINE_BYTES
+from diagnose.sources.journal import unit_name
 
 Sleep = Callable[[float], None]
 
@@ -80,10 +81,10 @@ def open_followed(argument: str) -> tuple[BinaryIO, bool]:
 
 def journal_follower(unit: str) -> tuple[BinaryIO, subprocess.Popen[bytes]]:
     """``journalctl -f -o json`` for the unit and what PID 1 says about it, from now on."""
-    unit_name = unit if "." in unit else f"{unit}.service"
+    name = unit_name(unit)
     command = [
         "journalctl", "-f", "-n", "0", "-o", "json",
-        f"_SYSTEMD_UNIT={unit_name}", "+", f"UNIT={unit_name}", "_PID=1",
+        f"_SYSTEMD_UNIT={name}", "+", f"UNIT={name}", "_PID=1",
     ]  # fmt: skip
     try:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

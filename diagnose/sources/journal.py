@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from diagnose.errors import UserError
-from diagnose.lineformat import LineParser, journal_entry_record
+from diagnose.lineformat import LineParser, entry_message, journal_entry_record
 from diagnose.records import Event, Record
 from diagnose.tracebacks import TracebackGrouper
 
@@ -136,6 +136,11 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
 
 def _usec(stamp: datetime) -> int:
     return round(stamp.timestamp() * 1_000_000)
+
+
+def from_usec(usec: int) -> datetime:
+    """A journal time (microseconds since the epoch) as an aware UTC datetime."""
+    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc)
 
 
 # -- the two readers ----------------------------------------------------------------------
@@ -590,9 +595,7 @@ class Scope:
 
 
 def _when(usec: int) -> str:
-    return datetime.fromtimestamp(usec / 1_000_000, tz=timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S UTC"
-    )
+    return from_usec(usec).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _unit_groups(unit: str, boot: str | None) -> list[list[str]]:
@@ -603,15 +606,6 @@ def _unit_groups(unit: str, boot: str | None) -> list[list[str]]:
 def _invocation(entry: Entry) -> str | None:
     value = entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID")
     return str(value) if value else None
-
-
-def _text(entry: Entry) -> str:
-    message = entry.get("MESSAGE")
-    if isinstance(message, list):
-        message = bytes(b & 0xFF for b in message if isinstance(b, int))
-    if isinstance(message, bytes):
-        return message.decode("utf-8", "replace")
-    return str(message or "")
 
 
 def resolve_boot(backend: Backend, boot: str | None) -> str | None:
@@ -696,7 +690,7 @@ def _scan_attempts(
         current.last_us = max(current.last_us, stamp)
         current.entries += 1
         if str(entry.get("_PID")) == "1" and not entry.get("_SYSTEMD_INVOCATION_ID"):
-            current.observe(_text(entry), unit)
+            current.observe(entry_message(entry), unit)
             complete = current.started
         else:
             current.app_lines += 1
@@ -775,7 +769,7 @@ def read_scope(
         if transport == "kernel":
             scope.kernel_lines += 1
         elif entry.get("MESSAGE_ID") == JOURNAL_DROPPED_ID and str(entry.get("_PID")) != "1":
-            suppressed = _SUPPRESSED.match(_text(entry))
+            suppressed = _SUPPRESSED.match(entry_message(entry))
             if not suppressed or not suppressed.group("path").endswith(slice_path):
                 continue
             scope.suppressed += int(suppressed.group("count"))
@@ -809,7 +803,7 @@ def choose(query: JournalQuery, backend: Backend | None = None, year: int | None
     boot = resolve_boot(backend, query.boot)
     scope = scan_attempts(backend, query, boot)
     if scope.attempts:
-        last = datetime.fromtimestamp(scope.attempts[-1].last_us / 1_000_000, tz=timezone.utc)
+        last = from_usec(scope.attempts[-1].last_us)
         source = f"journal:{query.unit}"
         scope.stream = lambda keep=None: read_scope(backend, scope, source, year or last.year, keep)
     return scope
@@ -830,7 +824,7 @@ def read_attempts(
     scope = Scope(unit=scan.unit, backend=scan.backend, attempts=list(attempts), boot=scan.boot)
     if not attempts:
         return scope
-    stamp = datetime.fromtimestamp(attempts[-1].last_us / 1_000_000, tz=timezone.utc)
+    stamp = from_usec(attempts[-1].last_us)
     scope.records = list(read_scope(backend, scope, f"journal:{scan.unit}", year or stamp.year))
     return scope
 
