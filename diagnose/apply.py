@@ -8,14 +8,16 @@ commands to run.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.atomic import write_atomically
 from diagnose.dropin import DROPIN_NAME
 from diagnose.errors import UserError
+
+DROPIN_MODE = 0o644
+"""Unit files and drop-ins are world-readable, as systemd's own are."""
 
 DROPIN_DIR = "etc/systemd/system"
 _UNIT = re.compile(r"^[A-Za-z0-9_.:@\\-]+\.(?:service|socket|mount|timer|path|slice|scope|target)$")
@@ -82,8 +84,8 @@ def install_file(target: Path, text: str) -> Applied:
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         if current is not None:
             backup = target.with_name(target.name + ".bak")
-            _write(backup, current)
-        _write(target, text)
+            write_atomically(backup, current, DROPIN_MODE)
+        write_atomically(target, text, DROPIN_MODE)
     except PermissionError:
         raise UserError(
             f"{target}: permission denied", help="run with sudo, or --root DIR to write elsewhere"
@@ -91,19 +93,3 @@ def install_file(target: Path, text: str) -> Applied:
     except OSError as error:
         raise UserError(f"{target}: cannot write: {error.strerror}") from None
     return Applied(target, changed=True, backup=backup)
-
-
-def _write(path: Path, text: str) -> None:
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed)
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
-    )
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(handle.name, 0o644)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from diagnose import expr, preflight
-from diagnose.commands.journal import JournalOptions, _patched, diagnose_journal
+from diagnose.commands.journal import JournalOptions, diagnose_journal, patched_against_unit
 from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.dropin import DROPIN_NAME
 from diagnose.unit import load_unit_file, parse_rendered_exec_start
@@ -102,7 +102,7 @@ def test_the_patch_is_the_postmortems_patch() -> None:
     journal`` renders it, gives the very patch preflight gives before the start."""
     postmortem = run_engine("fixtures/incidents/qwen-122b-crashloop.journal.txt")
     notes: list[str] = []
-    rendered = _patched(postmortem, load_unit_file(SEED_UNIT), notes)
+    rendered = patched_against_unit(postmortem, load_unit_file(SEED_UNIT), notes)
     after = rendered.finding(rendered.primary)
     assert after is not None and after.signature == "sglang-spec-v2-required"
     report = _seed("--no-gpu", "--no-port")

@@ -86,7 +86,8 @@ def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
     return systemctl_unit(unit, exclude=[DROPIN_NAME])
 
 
-def _patched(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diagnosis:
+def patched_against_unit(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diagnosis:
+    """Every finding's patch rendered against the unit's real command line and environment."""
     findings = []
     for finding in diagnosis.findings:
         if finding.patch is None:
@@ -204,6 +205,7 @@ def diagnose_scope(
         )
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
+        notes.append(f"signature {signature_id} skipped: {reason}")
     observed_until = datetime.now().astimezone() if live and not scope.attempts[-1].ended else None
     inputs = [
         InputSummary(
@@ -228,7 +230,7 @@ def diagnose_scope(
     else:
         notes += config.problems
         notes += config.warnings
-        diagnosis = _patched(diagnosis, config, notes)
+        diagnosis = patched_against_unit(diagnosis, config, notes)
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
     return JournalResult(diagnosis, scope, config, notes, options)
 

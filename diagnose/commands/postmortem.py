@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.commands.journal import JournalOptions, JournalResult, Say, diagnose_journal
-from diagnose.commands.report import write_atomically
+from diagnose.commands.report import write_report
 from diagnose.errors import UserError
 from diagnose.redact import redact
 from diagnose.render import render
@@ -70,8 +70,8 @@ def write(
     _directory(directory)
     stem = report_stem(unit, failed_at)
     markdown, report = directory / f"{stem}.md", directory / f"{stem}.json"
-    write_atomically(markdown, render(diagnosis, "markdown"))
-    write_atomically(report, render(diagnosis, "json"))
+    write_report(markdown, render(diagnosis, "markdown"))
+    write_report(report, render(diagnosis, "json"))
     return Written(markdown, report, result)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from diagnose import gpu
-from diagnose.commands.journal import _patched
+from diagnose.commands.journal import patched_against_unit
 from diagnose.dropin import DROPIN_NAME
 from diagnose.errors import UserError
 from diagnose.gpu import GpuSnapshot
@@ -361,7 +361,7 @@ def run_preflight(
     if unit is not None:
         base = unit if DROPIN_NAME not in {Path(d).name for d in unit.dropins} else None
         base = base or _load_unit(options, exclude=[DROPIN_NAME]) or unit
-        diagnosis = _patched(diagnosis, base, notes)
+        diagnosis = patched_against_unit(diagnosis, base, notes)
     elif any(f.patch for f in diagnosis.findings):
         notes.append("no unit given (-u or --unit-file): patches name the changes, no drop-in")
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})

@@ -4,31 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+from diagnose.atomic import write_atomically
 from diagnose.errors import ExitCode, UserError
 from diagnose.models import Diagnosis, Severity
 from diagnose.redact import redact
 from diagnose.render import render
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one."""
+def write_report(path: Path, text: str) -> None:
+    """Write a report atomically: a failed run leaves the previous report whole."""
     directory = path.parent if str(path.parent) else Path(".")
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+        write_atomically(directory / path.name, text)
     except OSError as error:
-        raise UserError(f"{path}: cannot write: {error.strerror}") from None
-    try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
         raise UserError(f"{path}: cannot write: {error.strerror}") from None
 
 
@@ -42,7 +32,7 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
     if output is None:
         sys.stdout.write(text)
     else:
-        write_atomically(output, text)
+        write_report(output, text)
 
 
 def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:

@@ -1,0 +1,31 @@
+"""Writing a file so that a reader sees the old one or the whole new one, never half."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
+    """A temporary file beside ``path``, flushed to disk, then renamed over it.
+
+    ``mode`` defaults to what the umask allows for a new file. Raises ``OSError``; the
+    temporary file never outlives a failure."""
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
