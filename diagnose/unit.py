@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -576,7 +577,8 @@ def patched_argv(argv: list[str], patch: Patch) -> list[str]:
 class RenderedPatch:
     dropin: str | None
     diff: str
-    """Unified diff of the effective command line (one word a line) and environment."""
+    """Unified diff of the effective command line (a flag and its values a line) and
+    environment."""
     exec_start: str | None
     note: str | None = None
 
@@ -603,11 +605,11 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
     after_env = {k: v for k, v in before_env.items() if k not in patch.env_unset}
     after_env.update(patch.env_set)
     before = [
-        *(f"argv: {w}" for w in before_argv),
+        *(f"argv: {shlex.join(g)}" for g in _groups(before_argv)),  # a flag with its value
         *(f"env: {k}={v}" for k, v in sorted(before_env.items())),
     ]
     after = [
-        *(f"argv: {w}" for w in after_argv),
+        *(f"argv: {shlex.join(g)}" for g in _groups(after_argv)),
         *(f"env: {k}={v}" for k, v in sorted(after_env.items())),
     ]
     diff = "\n".join(difflib.unified_diff(before, after, "before", "after", lineterm="", n=0))

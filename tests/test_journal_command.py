@@ -87,6 +87,7 @@ def test_the_patch_is_rendered_against_the_unit_file(loop_journal: Path) -> None
     assert not any("no_buffer" in word for word in argv)
     assert "--model-path" in argv and argv[argv.index("--tp-size") + 1] == "4"
     assert "#   -argv: --mamba-scheduler-strategy=no_buffer" in dropin
+    assert "#   +argv: --mamba-scheduler-strategy extra_buffer" in dropin  # a flag with its value
     assert "#   +env: SGLANG_ENABLE_SPEC_V2=1" in dropin
 
 
