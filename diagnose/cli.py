@@ -136,6 +136,9 @@ def file_command(
 @app.command("journal")
 def journal_command(
     unit: Annotated[str, typer.Option("--unit", "-u", help="The unit, as journalctl -u takes it.")],
+    user: Annotated[
+        bool, typer.Option("--user", help="A unit of your user's manager (systemctl --user).")
+    ] = False,
     invocations: Annotated[
         int | None,
         typer.Option(help="The last N start attempts (default: the last, with its restart loop)."),
@@ -182,6 +185,7 @@ def journal_command(
         unit_file=unit_file,
         root=root,
         gpu=not no_gpu,
+        user=user,
     )
     result = diagnose_journal(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn

@@ -137,7 +137,7 @@ class LineParser:
         record.stream = f"{record.source}:{record.host}:{ident}:{pid}"
         if ident == "kernel":
             record.origin = "kernel"
-        elif ident == "systemd" and pid in (None, "1"):
+        elif ident == "systemd":  # PID 1, or a user's service manager
             record.origin = "systemd"
             unit = _UNIT_PREFIX.match(record.text) or _UNIT_JOB.match(record.text)
             if unit:
@@ -224,9 +224,9 @@ def journal_entry_record(
         ident = "kernel"
     parser._set_origin(record, ident, pid)
     record.unit = (
-        _field(entry, "_SYSTEMD_UNIT")
+        _field(entry, "_SYSTEMD_USER_UNIT") or _field(entry, "_SYSTEMD_UNIT")
         if record.origin == "app"
-        else (_field(entry, "UNIT") or record.unit)
+        else (_field(entry, "UNIT") or _field(entry, "USER_UNIT") or record.unit)
     )
     parser._apply_app_prefix(record)
     return record

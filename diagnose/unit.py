@@ -500,14 +500,14 @@ def parse_systemctl_cat(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def systemctl_unit(name: str, exclude: Iterable[str] = ()) -> UnitConfig | None:
-    """The unit as the running systemd has it (``systemctl cat``), or None."""
+def systemctl_unit(name: str, exclude: Iterable[str] = (), user: bool = False) -> UnitConfig | None:
+    """The unit as the running systemd has it (``systemctl [--user] cat``), or None."""
     systemctl = shutil.which("systemctl")
     if systemctl is None:
         return None
     try:
         result = subprocess.run(
-            [systemctl, "cat", "--no-pager", name],
+            [systemctl, *(["--user"] if user else []), "cat", "--no-pager", name],
             capture_output=True,
             text=True,
             timeout=20,

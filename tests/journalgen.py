@@ -62,8 +62,13 @@ def entries_from_short(
     shift: timedelta = timedelta(0),
     boot_id: str = BOOT_ID,
     seed: str = "",
+    user: bool = False,
 ) -> list[dict[str, str]]:
-    """Journal entries for the lines of a short-precise export (all lines must parse)."""
+    """Journal entries for the lines of a short-precise export (all lines must parse).
+
+    With ``user``, the unit is a user's (``systemctl --user``): its manager is not PID 1 and
+    says ``USER_UNIT=``/``USER_INVOCATION_ID=``; the output carries ``_SYSTEMD_USER_UNIT=``
+    and no invocation ID of its own."""
     entries = []
     invocation = _id(seed, unit, "before-first-start")
     runs = 0
@@ -133,8 +138,28 @@ def entries_from_short(
             "_MACHINE_ID": MACHINE_ID,
             "_UID": "0",
         }
-        entries.append(entry)
+        entries.append(_as_user_unit(entry) if user else entry)
     return entries
+
+
+USER_MANAGER = {"_SYSTEMD_UNIT": "user@1000.service", "_UID": "1000"}
+
+
+def _as_user_unit(entry: dict[str, str]) -> dict[str, str]:
+    """The same entry as a user's service manager and a user unit give it."""
+    if entry.get("_PID") == "1" and "UNIT" in entry:
+        entry = dict(entry)
+        entry["USER_UNIT"] = entry.pop("UNIT")
+        entry["USER_INVOCATION_ID"] = entry.pop("INVOCATION_ID")
+        entry.pop("_SYSTEMD_CGROUP", None)
+        return {**entry, **USER_MANAGER, "_PID": "1500"}
+    if entry.get("_TRANSPORT") == "stdout":
+        entry = dict(entry)
+        entry["_SYSTEMD_USER_UNIT"] = entry.pop("_SYSTEMD_UNIT")
+        entry.pop("_SYSTEMD_INVOCATION_ID")
+        entry.pop("_SYSTEMD_CGROUP", None)
+        return {**entry, **USER_MANAGER}
+    return entry
 
 
 def _usec(stamp: datetime) -> int:

@@ -17,7 +17,7 @@ from diagnose import gpu
 from diagnose.commands.journal import JournalOptions, diagnose_journal
 from diagnose.unit import parse_rendered_exec_start
 from tests import journalgen
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 pytestmark = pytest.mark.skipif(
     journalgen.journal_remote() is None or shutil.which("journalctl") is None,
@@ -255,3 +255,23 @@ def test_the_prefiltered_read_gives_the_same_diagnosis(
     prefiltered, skipped = diagnose(prefilter=True)
     assert skipped > 20, "the pre-filter skipped entries"
     assert prefiltered == every_entry
+
+
+def test_a_user_unit_crash_loop(tmp_path: Path) -> None:
+    """`diagnose journal --user -u UNIT`: the user's manager is not PID 1 and its unit's
+    output has no invocation ID; the loop is still found, scoped and explained."""
+    loop = (REPO / "fixtures/incidents/qwen-122b-crashloop.journal.txt").read_text()
+    entries = journalgen.entries_from_short(loop, journalgen.UNIT, seed="user", user=True)
+    journal = journalgen.write_journal(entries, tmp_path / "user.journal")
+    system = run_cli("journal", "-u", "sglang-qwen", "--file", journal, "-f", "json")
+    assert system.returncode == 2  # not a system unit: no entries
+    result = run_cli("journal", "--user", "-u", "sglang-qwen", "--file", journal, "-f", "json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    primary = next(f for f in report["findings"] if f["id"] == report["primary"])
+    assert primary["signature"] == "sglang-spec-v2-required"
+    assert report["attempts"] == 5 and primary["attempts"] == 5
+    loop_finding = next(f for f in report["findings"] if f["signature"] == "systemd-restart-loop")
+    assert loop_finding["caused_by"] == primary["id"]
+    refused = run_cli("journal", "--user", "-u", "sglang-qwen", "--file", journal, "--apply")
+    assert refused.returncode == 2 and "--user unit" in refused.stderr

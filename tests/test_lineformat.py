@@ -147,9 +147,11 @@ def test_systemd_lines(message: str, unit: str | None) -> None:
     assert record.engine is None
 
 
-def test_a_user_systemd_instance_is_not_pid_1() -> None:
+def test_a_user_service_manager_speaks_for_its_units() -> None:
+    """``systemctl --user`` units: the user's manager is systemd, not PID 1."""
     record = parse("Mar 01 11:53:10 gpu-node-07 systemd[2211]: Started foo.service.")
-    assert record.origin == "app"
+    assert record.origin == "systemd"
+    assert record.unit == "foo.service"
 
 
 def test_kernel_lines() -> None:

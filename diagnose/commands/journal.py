@@ -41,6 +41,8 @@ class JournalOptions:
     gpu: bool = True
     reader: str | None = None
     """``systemd-python`` or ``journalctl``; None: the first that is available."""
+    user: bool = False
+    """A unit of the user's service manager (``systemctl --user``)."""
 
 
 @dataclass
@@ -72,6 +74,7 @@ def journal_query(options: JournalOptions) -> source.JournalQuery:
         since=since,
         until=until,
         invocations=options.invocations,
+        user=options.user,
     )
 
 
@@ -80,10 +83,11 @@ def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
     if options.unit_file is not None:
         return load_unit_file(options.unit_file, unit, options.root)
     if options.root is not None:
-        return find_unit(unit, options.root, exclude=[DROPIN_NAME])
+        # a root holds system units; a --user unit is found with --unit-file
+        return None if options.user else find_unit(unit, options.root, exclude=[DROPIN_NAME])
     if options.files or options.directory:
         return None  # a journal from elsewhere: this machine's unit may not be that one
-    return systemctl_unit(unit, exclude=[DROPIN_NAME])
+    return systemctl_unit(unit, exclude=[DROPIN_NAME], user=options.user)
 
 
 def patched_against_unit(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diagnosis:
@@ -243,6 +247,12 @@ def apply(result: JournalResult, root: Path | None) -> Applied:
         raise UserError(
             "--apply: nothing to write: no primary finding with a patch",
             help="run without --apply to see the report",
+        )
+    if result.options is not None and result.options.user:
+        raise UserError(
+            "--apply writes system drop-ins; this is a --user unit: nothing written",
+            help=f"save the drop-in shown as ~/.config/systemd/user/{diagnosis.unit}.d/"
+            f"{DROPIN_NAME}, then systemctl --user daemon-reload",
         )
     if result.config is not None and result.options is not None:
         now = load_config(result.options, result.config.name)

@@ -49,11 +49,23 @@ RECORD_FIELDS = (
     "_TRANSPORT",
     "_SYSTEMD_UNIT",
     "UNIT",
+    "_SYSTEMD_USER_UNIT",
+    "USER_UNIT",
+    "USER_INVOCATION_ID",
     "MESSAGE_ID",
     "_BOOT_ID",
 )
 """The fields a record is made of (the cursor and the time come with every entry)."""
-SCAN_FIELDS = ("MESSAGE", "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "_PID", "_BOOT_ID")
+SCAN_FIELDS = (
+    "MESSAGE",
+    "_SYSTEMD_INVOCATION_ID",
+    "INVOCATION_ID",
+    "USER_INVOCATION_ID",
+    "UNIT",
+    "USER_UNIT",
+    "_PID",
+    "_BOOT_ID",
+)
 
 _UNIT_NAME = re.compile(r"^[\w@.:\\-]+$")
 _SUFFIXES = (".service", ".socket", ".scope", ".target", ".timer", ".mount", ".slice", ".path")
@@ -544,6 +556,8 @@ class JournalQuery:
     until: datetime | None = None
     invocations: int | None = None
     """The last N start attempts; None: the last one, with the restart loop that led to it."""
+    user: bool = False
+    """A unit of the user's service manager (``systemctl --user``), not the system's."""
 
 
 @dataclass
@@ -557,6 +571,7 @@ class Scope:
     left_out: int = 0
     """Earlier attempts seen and not chosen (a lower bound: reading stops early)."""
     boot: str | None = None
+    user: bool = False
     notes: list[str] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     """Filled by ``select``; ``stream`` reads them one by one instead."""
@@ -598,14 +613,34 @@ def _when(usec: int) -> str:
     return from_usec(usec).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _unit_groups(unit: str, boot: str | None) -> list[list[str]]:
+def _unit_groups(unit: str, boot: str | None, user: bool = False) -> list[list[str]]:
+    """The unit's own output, and what its service manager says about it."""
     extra = [f"_BOOT_ID={boot}"] if boot else []
-    return [[f"_SYSTEMD_UNIT={unit}", *extra], ["_PID=1", f"UNIT={unit}", *extra]]
+    own = "_SYSTEMD_USER_UNIT" if user else "_SYSTEMD_UNIT"
+    return [[f"{own}={unit}", *extra], *_manager_groups(unit, boot, user)]
+
+
+def _manager_groups(unit: str, boot: str | None, user: bool = False) -> list[list[str]]:
+    """What the service manager says about the unit: PID 1 (``UNIT=``) or a user's
+    manager (``USER_UNIT=``)."""
+    extra = [f"_BOOT_ID={boot}"] if boot else []
+    return [[f"USER_UNIT={unit}", *extra]] if user else [["_PID=1", f"UNIT={unit}", *extra]]
 
 
 def _invocation(entry: Entry) -> str | None:
-    value = entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID")
+    value = (
+        entry.get("_SYSTEMD_INVOCATION_ID")
+        or entry.get("INVOCATION_ID")
+        or entry.get("USER_INVOCATION_ID")
+    )
     return str(value) if value else None
+
+
+def _from_manager(entry: Entry) -> bool:
+    """systemd's own message about a unit (PID 1, or a user's manager), not the unit's output."""
+    return bool(entry.get("UNIT") or entry.get("USER_UNIT")) and not entry.get(
+        "_SYSTEMD_INVOCATION_ID"
+    )
 
 
 def resolve_boot(backend: Backend, boot: str | None) -> str | None:
@@ -637,11 +672,10 @@ def scan_attempts(backend: Backend, query: JournalQuery, boot: str | None) -> Sc
     systemd's own messages about the unit (a few per attempt) mark every attempt's start and
     end, so they are read first; the unit's output is read only when they are missing (a
     journal that kept the service lines but not PID 1's)."""
-    extra = [f"_BOOT_ID={boot}"] if boot else []
-    scope = _scan_attempts(backend, query, boot, [["_PID=1", f"UNIT={query.unit}", *extra]])
+    scope = _scan_attempts(backend, query, boot, _manager_groups(query.unit, boot, query.user))
     if scope.attempts:
         return scope
-    return _scan_attempts(backend, query, boot, _unit_groups(query.unit, boot))
+    return _scan_attempts(backend, query, boot, _unit_groups(query.unit, boot, query.user))
 
 
 def _scan_attempts(
@@ -689,7 +723,7 @@ def _scan_attempts(
         current.first_us = min(current.first_us, stamp)
         current.last_us = max(current.last_us, stamp)
         current.entries += 1
-        if str(entry.get("_PID")) == "1" and not entry.get("_SYSTEMD_INVOCATION_ID"):
+        if _from_manager(entry):
             current.observe(entry_message(entry), unit)
             complete = current.started
         else:
@@ -720,6 +754,7 @@ def _scan_attempts(
         attempts=selected,
         left_out=len(attempts) - chosen,
         boot=boot,
+        user=query.user,
     )
     if selected and not selected[0].started and not stopped and since is None:
         scope.notes.append(
@@ -747,11 +782,12 @@ def read_scope(
     )
     extra = [f"_BOOT_ID={scope.boot}"] if scope.boot else []
     chosen = scope.invocations
-    if all(a.invocation for a in scope.attempts):  # the match pushed down to the journal
+    if all(a.invocation for a in scope.attempts) and not scope.user:
+        # the match pushed down to the journal (a user unit's output may lack the ID)
         service = [[f"_SYSTEMD_INVOCATION_ID={i}", *extra] for i in sorted(chosen)]
-        unit_groups = [*service, ["_PID=1", f"UNIT={scope.unit}", *extra]]
+        unit_groups = [*service, *_manager_groups(scope.unit, scope.boot)]
     else:
-        unit_groups = _unit_groups(scope.unit, scope.boot)
+        unit_groups = _unit_groups(scope.unit, scope.boot, scope.user)
     groups = [
         *unit_groups,
         ["_TRANSPORT=kernel", *extra],
@@ -773,8 +809,11 @@ def read_scope(
             if not suppressed or not suppressed.group("path").endswith(slice_path):
                 continue
             scope.suppressed += int(suppressed.group("count"))
-        elif (invocation is not None and invocation not in chosen) or (
-            entry.get("_SYSTEMD_UNIT") != scope.unit and entry.get("UNIT") != scope.unit
+        elif (invocation is not None and invocation not in chosen) or scope.unit not in (
+            entry.get("_SYSTEMD_UNIT"),
+            entry.get("UNIT"),
+            entry.get("_SYSTEMD_USER_UNIT"),
+            entry.get("USER_UNIT"),
         ):
             continue
         yield journal_entry_record(source, None, entry, parser)
@@ -821,7 +860,13 @@ def read_attempts(
 ) -> Scope:
     """A scope of ``attempts`` alone (taken from ``scan``, oldest first), with their records:
     one start attempt diagnosed apart from the ones around it."""
-    scope = Scope(unit=scan.unit, backend=scan.backend, attempts=list(attempts), boot=scan.boot)
+    scope = Scope(
+        unit=scan.unit,
+        backend=scan.backend,
+        attempts=list(attempts),
+        boot=scan.boot,
+        user=scan.user,
+    )
     if not attempts:
         return scope
     stamp = from_usec(attempts[-1].last_us)
