@@ -423,6 +423,18 @@ def signatures_show(
     typer.echo(signature_commands.show(signature_commands.find(signature_id, signature_dirs or [])))
 
 
+@app.command("explain")
+def explain_command(
+    signature_id: Annotated[
+        str, typer.Argument(help="The signature id (diagnose signatures list).")
+    ],
+    signature_dirs: SignatureDirs = None,
+) -> None:
+    """What a signature means, what it changes and how to check it."""
+    signature = signature_commands.find(signature_id, signature_dirs or [])
+    typer.echo(signature_commands.explain(signature), nl=False)
+
+
 @signatures_app.command("test")
 def signatures_test(
     directory: Annotated[

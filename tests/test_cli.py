@@ -416,3 +416,27 @@ def test_readme_signature_table_is_not_stale(env) -> None:
     assert match.group(1) == result.stdout, (
         "regenerate the table between the markers with: diagnose signatures list --markdown"
     )
+
+
+def test_explain_renders_a_signature_for_a_reader() -> None:
+    result = invoke(["explain", "sglang-cuda-graph-oom"])
+    assert result.exit_code == 0
+    text = result.output
+    assert text.startswith("Out of GPU memory while capturing CUDA graphs\n")
+    assert "sglang-cuda-graph-oom: gpu_oom, critical" in text
+    assert "add --mem-fraction-static {new_fraction} [when new_fraction]" in text
+    assert "https://github.com/sgl-project/sglang/issues/2771" in text
+
+
+def test_explain_an_unknown_id_is_a_user_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnose", "explain", "no-such-signature"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "diagnose: error: no signature 'no-such-signature' "
+        "(help: `diagnose signatures list` shows the ids)"
+    )

@@ -46,6 +46,55 @@ def show(signature: Signature) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
+def explain(signature: Signature) -> str:
+    """What a signature means, in prose: for a reader, not for the engine.
+
+    Texts that depend on the incident keep their ``{placeholders}``; conditional parts are
+    marked with the condition that shows them."""
+
+    def conditional(text: str, when: list[str]) -> str:
+        return f"{text} [when {' and '.join(when)}]" if when else text
+
+    out = [signature.title, "=" * len(signature.title), ""]
+    engines = ", ".join(signature.engines)
+    out.append(
+        f"{signature.id}: {signature.category}, {signature.severity.value}, "
+        f"{signature.confidence.value} confidence, {signature.role.value}; engines: {engines}"
+    )
+    if signature.versions is not None:
+        out.append(f"versions: {signature.versions.model_dump(exclude_none=True)}")
+    out += ["", *(conditional(t.text, t.when) for t in signature.explanation)]
+    if signature.patches:
+        out += ["", "Fix:"]
+        for patch in signature.patches:
+            changes = [
+                *(f"set {key}={value}" for key, value in patch.env_set.items()),
+                *(f"unset {key}" for key in patch.env_unset),
+                *([f"remove {' '.join(patch.args_remove)}"] if patch.args_remove else []),
+                *([f"add {' '.join(patch.args_add)}"] if patch.args_add else []),
+                *(f"{key}={value}" for key, value in patch.unit_set.items()),
+            ]
+            line = "; ".join(changes) or "no configuration change"
+            out.append("  - " + conditional(line, patch.when))
+    if signature.patch_note:
+        out.append(f"  ({signature.patch_note})")
+    for heading, items in (
+        ("Or:", signature.alternatives),
+        ("Next checks:", signature.next_checks),
+    ):
+        if items:
+            out += ["", heading, *(f"  - {conditional(t.text, t.when)}" for t in items)]
+    if signature.references:
+        out += ["", "References:", *(f"  {reference}" for reference in signature.references)]
+    examples = signature.examples
+    out += [
+        "",
+        f"{len(examples.positive)} positive and {len(examples.negative)} negative "
+        f"examples: diagnose signatures show {signature.id}",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def schema() -> str:
     return json.dumps(Signature.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
