@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.generate_log import UNIT, generate
 from benchmarks.run import measure
+from tests.journalgen import journal_remote
 
 BYTES_PER_LINE = 216  # what generate_log writes on average, journal prefix included
 BOOT_ID = "4e1f0c5b9f8d4e27b3c1a9d8e7f60b25"
@@ -44,10 +44,7 @@ _MONTHS = {
 
 
 def _journal_remote() -> str:
-    for path in ("/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote"):
-        if Path(path).exists():
-            return path
-    found = shutil.which("systemd-journal-remote")
+    found = journal_remote()
     if not found:
         raise SystemExit(
             "systemd-journal-remote is needed (Debian: apt-get install systemd-journal-remote)"

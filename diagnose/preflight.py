@@ -55,24 +55,19 @@ HYBRID_ARCHITECTURES = (
 _HYBRID_LAYER_TYPES = ("linear_attention", "mamba", "mamba2", "linear_attn", "ssm", "gdn")
 _HYBRID_KEYS = ("mamba", "ssm", "linear_attn", "linear_num_")
 
+_SHARED_ALIASES = {
+    "tp": "tp_size",
+    "tensor_parallel_size": "tp_size",
+    "pp": "pp_size",
+    "pipeline_parallel_size": "pp_size",
+    "dp": "dp_size",
+    "data_parallel_size": "dp_size",
+    "model": "model_path",
+}
 _ALIASES = {
-    "sglang": {
-        "tp": "tp_size",
-        "tensor_parallel_size": "tp_size",
-        "pp": "pp_size",
-        "pipeline_parallel_size": "pp_size",
-        "dp": "dp_size",
-        "data_parallel_size": "dp_size",
-        "model": "model_path",
-    },
+    "sglang": _SHARED_ALIASES,
     "vllm": {
-        "tp": "tp_size",
-        "tensor_parallel_size": "tp_size",
-        "pp": "pp_size",
-        "pipeline_parallel_size": "pp_size",
-        "dp": "dp_size",
-        "data_parallel_size": "dp_size",
-        "model": "model_path",
+        **_SHARED_ALIASES,
         "speculative_config_method": "speculative_method",
         "speculative_config_num_speculative_tokens": "num_speculative_tokens",
     },
