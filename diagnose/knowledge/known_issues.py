@@ -84,7 +84,16 @@ class Message(_Schema):
 
 class Condition(_Schema):
     kind: Literal[
-        "gpu_arch", "driver", "cuda", "flag", "env", "container", "multi_node", "package", "model", "os"
+        "gpu_arch",
+        "driver",
+        "cuda",
+        "flag",
+        "env",
+        "container",
+        "multi_node",
+        "package",
+        "model",
+        "os",
     ]
     value: str
     check: str  # what the user runs or looks at to confirm it
@@ -109,8 +118,13 @@ class Fix(_Schema):
     @model_validator(mode="after")
     def _not_prose_only(self) -> Fix:
         if not (
-            self.env_set or self.env_unset or self.args_add or self.args_remove
-            or self.unit_set or self.package or self.system
+            self.env_set
+            or self.env_unset
+            or self.args_add
+            or self.args_remove
+            or self.unit_set
+            or self.package
+            or self.system
         ):
             raise ValueError("a fix needs a structured change, not only a note")
         return self
