@@ -1,0 +1,306 @@
+"""Score `diagnose` against the real-incident benchmark in this folder.
+
+    python benchmarks/accuracy/score.py [--filter PATTERN] [--json OUT] [--diagnose PATH]
+
+Each case under `cases/` is a log posted in a public thread plus the answer that thread settled
+on; each log under `healthy/` comes from a server that started and served. Every log is run
+through `diagnose file LOG --format json` with DIAGNOSE_EXCLUDE_THREADS set to the case's thread,
+so knowledge drawn from that very thread cannot answer it. The script prints a table per engine
+and per tier, then one line per case the tool got wrong. It is a measurement: it exits 0 whatever
+the figures, and 2 only when a case file is malformed or the tool cannot be run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+CATEGORIES = {
+    "spec_decode_config", "dist_init_hang", "nccl_runtime", "gpu_oom", "host_oom", "gpu_busy",
+    "port_in_use", "restart_loop", "start_timeout", "unit_config", "launch_args",
+    "model_access", "model_unsupported", "chat_template", "context_length", "gpu_arch_support",
+    "cuda_driver", "kernel_build", "gpu_hardware", "network_config", "unknown",
+}  # fmt: skip
+FIX_KEYS = {"env_set", "args_add", "args_remove", "unit_set", "package", "system"}
+PACKAGE_ACTIONS = {"upgrade", "downgrade", "pin", "install", "reinstall"}
+
+
+class BadInput(Exception):
+    """A case file that does not follow the format in README.md."""
+
+
+@dataclass
+class Result:
+    """How the tool did on one log."""
+
+    id: str
+    kind: str  # "case" or "healthy"
+    engine: str
+    expected: str | None
+    got: str | None
+    signature: str | None
+    tier: str | None
+    right_cause: bool = False
+    right_fix: bool = False
+    unknown: bool = False
+    false_alarm: bool = False
+
+
+def load_entry(path: Path, kind: str) -> dict[str, Any]:
+    """Read one case or healthy file and check the keys the scorer relies on."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise BadInput(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected a mapping at the top level")
+    for key in ("id", "source", "engine", "log"):
+        if not data.get(key):
+            raise BadInput(f"{path}: missing `{key}`")
+    if data["id"] != path.stem:
+        raise BadInput(f"{path}: `id` must equal the file stem {path.stem!r}")
+    if kind == "case":
+        expected = data.get("expected")
+        if not isinstance(expected, dict) or expected.get("category") not in CATEGORIES:
+            raise BadInput(f"{path}: `expected.category` must be one of the contract categories")
+        for category in expected.get("also_accept") or []:
+            if category not in CATEGORIES:
+                raise BadInput(f"{path}: unknown category {category!r} in `also_accept`")
+        fix = expected.get("fix")
+        if fix is not None and (not isinstance(fix, dict) or set(fix) - FIX_KEYS):
+            raise BadInput(f"{path}: `expected.fix` keys must be among {sorted(FIX_KEYS)}")
+        package = (fix or {}).get("package")
+        if package is not None and package.get("action") not in PACKAGE_ACTIONS:
+            raise BadInput(f"{path}: package action must be one of {sorted(PACKAGE_ACTIONS)}")
+    return data
+
+
+def supports_engine_version(diagnose: str) -> bool:
+    """Whether this build of `diagnose file` takes --engine-version."""
+    helptext = subprocess.run(
+        [diagnose, "file", "--help"], capture_output=True, text=True, check=False
+    ).stdout
+    return "--engine-version" in helptext
+
+
+def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> dict[str, Any]:
+    """Run the tool on the entry's log, leaving its own thread out, and return the JSON report."""
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as tmp:
+        tmp.write(entry["log"])
+        log_path = tmp.name
+    command = [diagnose, "file", log_path, "--format", "json"]
+    if with_version and entry.get("version"):
+        command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
+    env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"])
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    finally:
+        os.unlink(log_path)
+    if completed.returncode not in (0, 1):
+        raise BadInput(f"{entry['id']}: diagnose exited {completed.returncode}: "
+                       f"{completed.stderr.strip()[-500:]}")  # fmt: skip
+    report: dict[str, Any] = json.loads(completed.stdout)
+    return report
+
+
+def primary_finding(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The finding the report names as the root cause, if any."""
+    for finding in report.get("findings", []):
+        if finding.get("id") == report.get("primary"):
+            return dict(finding)
+    return None
+
+
+def finding_prose(finding: dict[str, Any]) -> str:
+    """Every piece of advice a finding gives, lower-cased, for keyword checks."""
+    parts: list[str] = [finding.get("explanation") or "", finding.get("patch_note") or ""]
+    for key in ("system_actions", "next_checks", "alternatives"):
+        parts += [str(item) for item in finding.get(key) or []]
+    return "\n".join(parts).lower()
+
+
+def names_cause(finding: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """The finding's category is accepted and it points at the decisive line."""
+    accepted = {expected["category"], *(expected.get("also_accept") or [])}
+    if finding.get("category") not in accepted:
+        return False
+    needle = (expected.get("evidence") or "").lower()
+    if not needle:
+        return True
+    texts = [item.get("text") or "" for item in finding.get("evidence", [])]
+    texts += [item.get("message") or "" for item in finding.get("evidence", [])]
+    texts.append(finding.get("explanation") or "")
+    return any(needle in text.lower() for text in texts)
+
+
+def flag_pairs(tokens: list[str]) -> dict[str, str | None]:
+    """Map each `-`flag in a flat token list to the value after it (None for a bare switch)."""
+    pairs: dict[str, str | None] = {}
+    for index, token in enumerate(tokens):
+        if token.startswith("-"):
+            following = tokens[index + 1] if index + 1 < len(tokens) else None
+            pairs[token] = None if following is None or following.startswith("-") else following
+    return pairs
+
+
+def covers_package(finding: dict[str, Any], wanted: dict[str, str]) -> bool:
+    """The finding asks for the same package change, as a key or failing that in its prose."""
+    given = finding.get("package")
+    if isinstance(given, dict):
+        return bool(given.get("name") == wanted["name"] and given.get("action") == wanted["action"])
+    prose = finding_prose(finding)
+    action_words = {"reinstall": "install"}
+    action_word = action_words.get(wanted["action"], wanted["action"])
+    return wanted["name"].lower() in prose and action_word in prose
+
+
+def covers_fix(finding: dict[str, Any], fix: dict[str, Any]) -> bool:
+    """Every part of the expected fix appears in the finding's patch or advice."""
+    patch = finding.get("patch") or {}
+    env = patch.get("env_set") or {}
+    for name, value in (fix.get("env_set") or {}).items():
+        if name not in env or (value != "" and str(env[name]) != str(value)):
+            return False
+    given_args = flag_pairs([str(token) for token in patch.get("args_add") or []])
+    for flag, value in flag_pairs([str(token) for token in fix.get("args_add") or []]).items():
+        if flag not in given_args or (value is not None and given_args[flag] != value):
+            return False
+    removed = {str(token) for token in patch.get("args_remove") or []}
+    if any(flag not in removed for flag in fix.get("args_remove") or []):
+        return False
+    unit = patch.get("unit_set") or {}
+    if any(key not in unit for key in fix.get("unit_set") or {}):
+        return False
+    if fix.get("package") and not covers_package(finding, fix["package"]):
+        return False
+    prose = finding_prose(finding)
+    return all(keyword.lower() in prose for keyword in fix.get("system") or [])
+
+
+def score_case(entry: dict[str, Any], report: dict[str, Any]) -> Result:
+    """Judge one case report against the thread's resolution."""
+    expected = entry["expected"]
+    finding = primary_finding(report)
+    result = Result(
+        id=entry["id"],
+        kind="case",
+        engine=entry["engine"],
+        expected=expected["category"],
+        got=finding.get("category") if finding else None,
+        signature=finding.get("signature") if finding else None,
+        tier=(finding.get("tier") or "signature") if finding else None,
+    )
+    result.unknown = finding is None or finding.get("category") == "unknown"
+    if finding is None:
+        return result
+    result.right_cause = names_cause(finding, expected)
+    if result.right_cause:
+        fix = expected.get("fix")
+        if fix is None:
+            result.right_fix = finding.get("patch") is None
+        else:
+            result.right_fix = covers_fix(finding, fix)
+    return result
+
+
+def score_healthy(entry: dict[str, Any], report: dict[str, Any]) -> Result:
+    """A healthy log is scored only on whether the tool raised a false alarm."""
+    finding = primary_finding(report)
+    return Result(
+        id=entry["id"],
+        kind="healthy",
+        engine=entry["engine"],
+        expected=None,
+        got=finding.get("category") if finding else None,
+        signature=finding.get("signature") if finding else None,
+        tier=(finding.get("tier") or "signature") if finding else None,
+        false_alarm=report.get("primary") is not None,
+    )
+
+
+def percent(part: int, whole: int) -> str:
+    """`part` as a whole-number percentage of `whole`."""
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def print_tables(results: list[Result]) -> None:
+    """Per-engine and per-tier figures, then the cases the tool got wrong."""
+    cases = [result for result in results if result.kind == "case"]
+    healthy = [result for result in results if result.kind == "healthy"]
+    header = f"{'':<18}{'cases':>6}{'cause':>8}{'unknown':>9}{'fix':>7}{'healthy':>9}{'alarms':>8}"
+    for title, key in (("engine", "engine"), ("tier", "tier")):
+        groups: dict[str, list[Result]] = defaultdict(list)
+        for result in results:
+            groups[str(getattr(result, key) or "none")].append(result)
+        groups["all"] = results
+        print(f"by {title}\n{header}")
+        for name, members in groups.items():
+            group_cases = [m for m in members if m.kind == "case"]
+            group_healthy = [m for m in members if m.kind == "healthy"]
+            print(
+                f"{name:<18}{len(group_cases):>6}"
+                f"{percent(sum(m.right_cause for m in group_cases), len(group_cases)):>8}"
+                f"{percent(sum(m.unknown for m in group_cases), len(group_cases)):>9}"
+                f"{percent(sum(m.right_fix for m in group_cases), len(group_cases)):>7}"
+                f"{len(group_healthy):>9}{sum(m.false_alarm for m in group_healthy):>8}"
+            )
+        print()
+    wrong = [result for result in cases if not result.right_cause]
+    if wrong:
+        print("wrong cause (id: expected -> got [signature])")
+    for result in wrong:
+        print(f"  {result.id}: {result.expected} -> {result.got} [{result.signature}]")
+    for result in healthy:
+        if result.false_alarm:
+            print(f"  false alarm {result.id}: {result.got} [{result.signature}]")
+
+
+def collect(pattern: str | None) -> list[tuple[Path, str]]:
+    """The case and healthy files to score, optionally only those whose stem contains PATTERN."""
+    found = [(path, "case") for path in sorted((HERE / "cases").glob("*.yaml"))]
+    found += [(path, "healthy") for path in sorted((HERE / "healthy").glob("*.yaml"))]
+    return [(path, kind) for path, kind in found if not pattern or pattern in path.stem]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--filter", help="only files whose name contains this text")
+    parser.add_argument("--json", type=Path, help="write per-case results to this file")
+    parser.add_argument(
+        "--diagnose",
+        default=str(Path(sys.executable).with_name("diagnose")),
+        help="the diagnose executable (default: the one beside this Python)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        entries = [(load_entry(path, kind), kind) for path, kind in collect(args.filter)]
+        if not entries:
+            raise BadInput("no case or healthy files matched")
+        with_version = supports_engine_version(args.diagnose)
+        results = []
+        for entry, kind in entries:
+            report = run_diagnose(args.diagnose, entry, with_version)
+            score = score_case if kind == "case" else score_healthy
+            results.append(score(entry, report))
+    except (BadInput, OSError, json.JSONDecodeError) as error:
+        print(f"score.py: {error}", file=sys.stderr)
+        return 2
+    print_tables(results)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
