@@ -207,7 +207,9 @@ def score_case(entry: dict[str, Any], report: dict[str, Any]) -> Result:
     result.right_cause = names_cause(finding, expected)
     if result.right_cause:
         fix = expected.get("fix")
-        if fix is None:
+        if "fix" not in expected:
+            result.right_fix = True  # the thread settled the cause but not one fix
+        elif fix is None:
             result.right_fix = finding.get("patch") is None
         else:
             result.right_fix = covers_fix(finding, fix)
