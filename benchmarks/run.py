@@ -82,7 +82,7 @@ def main() -> None:
     patterns, dropped = library_patterns()
     pattern_file = arguments.data_dir / "patterns.ere"
     pattern_file.write_text("\n".join(patterns) + "\n")
-    from diagnose.scan import NeedleScanner
+    from diagnose.core.scan import NeedleScanner
 
     backend = NeedleScanner(["x"]).backend
     print(

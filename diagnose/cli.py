@@ -22,9 +22,9 @@ from diagnose.commands.journal import JournalOptions, diagnose_journal
 from diagnose.commands.journal import apply as apply_dropin
 from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
-from diagnose.errors import ExitCode, UserError
+from diagnose.core.errors import ExitCode, UserError
+from diagnose.core.signature import parse_duration
 from diagnose.library import load_library
-from diagnose.signature import parse_duration
 
 app = typer.Typer(
     name="diagnose",

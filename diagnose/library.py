@@ -11,8 +11,8 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from diagnose.errors import UserError
-from diagnose.signature import Pattern, Signature
+from diagnose.core.errors import UserError
+from diagnose.core.signature import Pattern, Signature
 
 FACTS_FILE = "_facts.yaml"
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose import expr
 from diagnose.commands.file import run_logs
-from diagnose.engine import Engine
+from diagnose.core import expr
+from diagnose.core.engine import Engine
+from diagnose.core.signature import Example, Signature
+from diagnose.inputs.files import LogInput
 from diagnose.library import load_facts
-from diagnose.signature import Example, Signature
-from diagnose.sources.files import LogInput
 
 
 @dataclass

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from diagnose.cli import app
 from diagnose.commands.file import run_logs
-from diagnose.engine import Engine
+from diagnose.core.engine import Engine
+from diagnose.core.models import Diagnosis, Finding
+from diagnose.core.signature import Signature
+from diagnose.inputs.files import LogInput
 from diagnose.library import load_facts, load_library
-from diagnose.models import Diagnosis, Finding
-from diagnose.signature import Signature
-from diagnose.sources.files import LogInput
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.apply import apply_dropin, dropin_path
-from diagnose.errors import UserError
+from diagnose.core.errors import UserError
+from diagnose.systemd.apply import apply_dropin, dropin_path
 
 TEXT = "# /etc/systemd/system/sglang-qwen.service.d/50-diagnose.conf\n[Service]\nEnvironment=A=1\n"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose import gpu
 from diagnose.commands.journal import JournalOptions, diagnose_journal
-from diagnose.unit import parse_rendered_exec_start
+from diagnose.inputs import gpu
+from diagnose.systemd.unit import parse_rendered_exec_start
 from tests import journalgen
 from tests.conftest import REPO, run_cli
 
@@ -196,10 +196,10 @@ def test_missing_nvidia_smi_is_missing_evidence(
 
 def test_gpu_snapshot_supports_the_dist_init_stall(tmp_path: Path) -> None:
     """A bare ~1 GB CUDA context per GPU joins the evidence of a distributed-init hang."""
-    from diagnose.engine import Engine
+    from diagnose.core.engine import Engine
+    from diagnose.core.records import Event
+    from diagnose.inputs import journal as source
     from diagnose.library import load_facts, load_library
-    from diagnose.records import Event
-    from diagnose.sources import journal as source
 
     text = (journalgen.FIXTURES / "incidents/dist-init-stall.journal.txt").read_text()
     path = journalgen.write_journal(
@@ -232,8 +232,8 @@ def test_the_prefiltered_read_gives_the_same_diagnosis(
     must not change. Small batches and no head make the pre-filter and the reader's seeking
     back and forth do real work on this small journal."""
     from diagnose.commands import journal as command
+    from diagnose.inputs import journal as source
     from diagnose.render import render
-    from diagnose.sources import journal as source
 
     if reader == "systemd-python":
         pytest.importorskip("systemd.journal")

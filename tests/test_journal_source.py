@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import UserError
-from diagnose.sources import journal as source
+from diagnose.core.errors import UserError
+from diagnose.inputs import journal as source
 from tests import journalgen
 
 pytestmark = pytest.mark.skipif(
@@ -187,4 +187,4 @@ def test_systemd_python_is_imported_only_by_the_journal_source() -> None:
         for p in package.rglob("*.py")
         if "from systemd" in p.read_text() or "import systemd" in p.read_text()
     ]
-    assert importers == ["sources/journal.py"]
+    assert importers == ["inputs/journal.py"]

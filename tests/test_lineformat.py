@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from diagnose.lineformat import LineParser, clean
-from diagnose.records import Record
+from diagnose.core.records import Record
+from diagnose.inputs.lineformat import LineParser, clean
 
 
 def utc(*parts: int) -> datetime:

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from diagnose.commands.file import run_logs
-from diagnose.engine import Engine
+from diagnose.core.engine import Engine
+from diagnose.core.scan import NeedleScanner
+from diagnose.inputs.files import MAX_LINE_BYTES, LogInput, events
+from diagnose.inputs.lineformat import LineParser, clean
 from diagnose.library import load_facts, load_library
-from diagnose.lineformat import LineParser, clean
-from diagnose.scan import NeedleScanner
-from diagnose.sources.files import MAX_LINE_BYTES, LogInput, events
 
 
 @functools.cache

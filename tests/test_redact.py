@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.models import Confidence, Diagnosis, Finding, Patch, Role, Severity
-from diagnose.redact import Redactor, redact
+from diagnose.core.models import Confidence, Diagnosis, Finding, Patch, Role, Severity
+from diagnose.core.redact import Redactor, redact
 from tests.conftest import invoke
 
 HF = "hf_abcdefghijklmnopqrstuvwxyz0123"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from diagnose.models import CATEGORIES, Diagnosis
-from diagnose.redact import redact
+from diagnose.core.models import CATEGORIES, Diagnosis
+from diagnose.core.redact import redact
 from diagnose.render import render
 from tests.conftest import fixture, primary, run_engine, run_text
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.generate_log import _access, _decode, _prefill
-from diagnose.engine import Engine
+from diagnose.core.engine import Engine
+from diagnose.core.scan import NeedleScanner
+from diagnose.inputs.files import LogInput, events
 from diagnose.library import load_facts, load_library
 from diagnose.render import render
-from diagnose.scan import NeedleScanner
-from diagnose.sources.files import LogInput, events
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(

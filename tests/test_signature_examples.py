@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import UserError
+from diagnose.core.errors import UserError
+from diagnose.core.signature import Signature
 from diagnose.library import load_directory, load_file, load_library
-from diagnose.signature import Signature
 from diagnose.testing import ExampleResult, check_signature
 
 LIBRARY = {s.id: s for s in load_library(include_user_dirs=False)}

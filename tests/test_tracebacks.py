@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.records import Event
-from diagnose.sources.files import LogInput, events_from_lines
-from diagnose.tracebacks import MAX_TRACEBACK_LINES
+from diagnose.core.records import Event
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES
+from diagnose.inputs.files import LogInput, events_from_lines
 from tests.conftest import INCIDENTS
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.models import Patch
-from diagnose.unit import (
+from diagnose.core.models import Patch
+from diagnose.systemd.unit import (
     ExecCommand,
     build_config,
     find_unit,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.incident import template_of
+from diagnose.core.incident import template_of
+from diagnose.core.models import Confidence, Role, Severity
 from diagnose.library import load_directory
-from diagnose.models import Confidence, Role, Severity
 from diagnose.render import render
 from diagnose.testing import check_signature
 from tests.conftest import REPO, fixture, invoke, primary, run_cli, run_engine, run_text

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.models import Confidence
+from diagnose.core.models import Confidence
+from diagnose.core.versions import at_least, at_most, release
 from diagnose.render import render
-from diagnose.versions import at_least, at_most, release
 from tests.conftest import REPO, by_signature, fixture, primary, run_engine, run_text
 
 SPEC_V2 = (
@@ -132,7 +132,7 @@ def test_versions_are_rendered_in_text_and_markdown() -> None:
 
 
 def test_a_bad_version_in_a_signature_is_refused(tmp_path) -> None:
-    from diagnose.errors import UserError
+    from diagnose.core.errors import UserError
     from diagnose.library import load_file
 
     source = fixture("signatures/sglang/sglang-ambiguous-renamed-flag.yaml")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from diagnose.commands.watch import GpuPoller, Watcher, watch
-from diagnose.engine import Engine
+from diagnose.core.engine import Engine
+from diagnose.inputs.follow import follow
 from diagnose.library import load_facts, load_library
-from diagnose.sources.follow import follow
 from tests.conftest import fake_nvidia_smi
 
 START = datetime(2026, 3, 5, 9, 0, 0, tzinfo=timezone.utc)

@@ -10,12 +10,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from diagnose.engine import Engine
-from diagnose.errors import UserError
+from diagnose.core.engine import Engine
+from diagnose.core.errors import UserError
+from diagnose.core.models import Diagnosis
+from diagnose.core.scan import NeedleScanner
+from diagnose.inputs.files import LogInput, events
 from diagnose.library import load_facts, load_library
-from diagnose.models import Diagnosis
-from diagnose.scan import NeedleScanner
-from diagnose.sources.files import LogInput, events
 
 Warn = Callable[[str], None]
 

@@ -24,7 +24,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.apply import (
+from diagnose.core.errors import UserError
+from diagnose.inputs.journal import unit_name
+from diagnose.systemd.apply import (
     DROPIN_DIR,
     Applied,
     check_unit_name,
@@ -32,9 +34,7 @@ from diagnose.apply import (
     install_file,
     unit_path,
 )
-from diagnose.errors import UserError
-from diagnose.sources.journal import unit_name
-from diagnose.unit import UNIT_DIRS, unit_file_names
+from diagnose.systemd.unit import UNIT_DIRS, unit_file_names
 
 HOOK_DROPIN = "40-diagnose-hook.conf"
 TEMPLATE = "diagnose-postmortem@.service"

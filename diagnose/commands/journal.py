@@ -10,19 +10,25 @@ from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
 
-from diagnose import gpu
-from diagnose.apply import Applied, apply_dropin
-from diagnose.dropin import DROPIN_NAME
-from diagnose.engine import Engine
-from diagnose.errors import UserError
+from diagnose.core.dropin import DROPIN_NAME
+from diagnose.core.engine import Engine
+from diagnose.core.errors import UserError
+from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.core.records import Event
+from diagnose.core.scan import NeedleScanner
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
+from diagnose.inputs import gpu
+from diagnose.inputs import journal as source
+from diagnose.inputs.files import BEFORE_EXIT_LINES, EXIT_MARKERS
 from diagnose.library import load_facts, load_library
-from diagnose.models import Diagnosis, InputSummary
-from diagnose.records import Event
-from diagnose.scan import NeedleScanner
-from diagnose.sources import journal as source
-from diagnose.sources.files import BEFORE_EXIT_LINES, EXIT_MARKERS
-from diagnose.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
-from diagnose.unit import UnitConfig, find_unit, load_unit_file, render_patch, systemctl_unit
+from diagnose.systemd.apply import Applied, apply_dropin
+from diagnose.systemd.unit import (
+    UnitConfig,
+    find_unit,
+    load_unit_file,
+    render_patch,
+    systemctl_unit,
+)
 
 Say = Callable[[str], None]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from diagnose.errors import UserError
-from diagnose.incident import is_error_line
-from diagnose.lineformat import LineParser
-from diagnose.models import Diagnosis
-from diagnose.redact import Redactor
+from diagnose.core.errors import UserError
+from diagnose.core.incident import is_error_line
+from diagnose.core.models import Diagnosis
+from diagnose.core.redact import Redactor
+from diagnose.inputs.lineformat import LineParser
 
 DEFAULT_DIR = Path("signatures-draft")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from diagnose.commands.journal import JournalOptions, JournalResult, Say, diagnose_journal
 from diagnose.commands.report import write_report
-from diagnose.errors import UserError
-from diagnose.redact import redact
+from diagnose.core.errors import UserError
+from diagnose.core.redact import redact
+from diagnose.inputs.journal import from_usec
 from diagnose.render import render
-from diagnose.sources.journal import from_usec
 
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")

@@ -2,7 +2,7 @@
 
 This module does the reading: the unit (file, drop-ins, environment files), the model's
 ``config.json`` and weight size, an ``nvidia-smi`` snapshot, whether the port is free. The
-judging is :mod:`diagnose.preflight`'s; patches are rendered against the unit exactly as
+judging is :mod:`diagnose.preflight.checks`'s; patches are rendered against the unit exactly as
 ``diagnose journal`` renders them.
 """
 
@@ -20,14 +20,15 @@ from typing import Any
 
 import yaml
 
-from diagnose import gpu
 from diagnose.commands.journal import patched_against_unit
-from diagnose.dropin import DROPIN_NAME
-from diagnose.errors import UserError
-from diagnose.gpu import GpuSnapshot
+from diagnose.core.dropin import DROPIN_NAME
+from diagnose.core.errors import UserError
+from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.inputs import gpu
+from diagnose.inputs.gpu import GpuSnapshot
+from diagnose.inputs.journal import unit_name
 from diagnose.library import builtin_dir, load_library
-from diagnose.models import Diagnosis, InputSummary
-from diagnose.preflight import (
+from diagnose.preflight.checks import (
     COMMAND_LINE,
     DEFAULTS,
     LaunchConfig,
@@ -38,8 +39,7 @@ from diagnose.preflight import (
     expand_argv,
     parse_command,
 )
-from diagnose.sources.journal import unit_name
-from diagnose.unit import (
+from diagnose.systemd.unit import (
     UnitConfig,
     find_unit,
     load_unit_file,

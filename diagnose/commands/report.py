@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from diagnose.atomic import write_atomically
-from diagnose.errors import ExitCode, UserError
-from diagnose.models import Diagnosis, Severity
-from diagnose.redact import redact
+from diagnose.core.errors import ExitCode, UserError
+from diagnose.core.models import Diagnosis, Severity
+from diagnose.core.redact import redact
 from diagnose.render import render
 
 

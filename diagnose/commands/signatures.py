@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.engine import choose_patch
-from diagnose.errors import UserError
+from diagnose.core.engine import choose_patch
+from diagnose.core.errors import UserError
+from diagnose.core.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
 from diagnose.library import builtin_dir, load_directory, load_library
-from diagnose.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
 from diagnose.testing import ExampleResult, check_signature, run_log
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.commands.journal import JournalOptions, Say, diagnose_scope, journal_query
-from diagnose.errors import ExitCode, UserError
-from diagnose.models import AttemptSummary, Diagnosis, Verification
-from diagnose.sources import journal as source
+from diagnose.core.errors import ExitCode, UserError
+from diagnose.core.models import AttemptSummary, Diagnosis, Verification
+from diagnose.inputs import journal as source
 
 LOOK_BACK = 20
 """Start attempts read back from the newest, to find the last failed one."""

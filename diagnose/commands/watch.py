@@ -15,16 +15,16 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from diagnose import gpu
-from diagnose.engine import Engine
-from diagnose.errors import UserError
+from diagnose.core.engine import Engine
+from diagnose.core.errors import UserError
+from diagnose.core.models import Diagnosis, Finding, InputSummary, Severity
+from diagnose.core.records import Event, Record
+from diagnose.core.tracebacks import TracebackGrouper
+from diagnose.inputs import gpu
+from diagnose.inputs.follow import follow, journal_follower, open_followed
+from diagnose.inputs.lineformat import LineParser
 from diagnose.library import load_facts, load_library
-from diagnose.lineformat import LineParser
-from diagnose.models import Diagnosis, Finding, InputSummary, Severity
-from diagnose.records import Event, Record
 from diagnose.render.live import finding_line, phase_line, status_panel
-from diagnose.sources.follow import follow, journal_follower, open_followed
-from diagnose.tracebacks import TracebackGrouper
 
 Clock = Callable[[], datetime]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from diagnose.models import Diagnosis
+from diagnose.core.models import Diagnosis
 from diagnose.render.json import render_json
 from diagnose.render.markdown import render_markdown
 from diagnose.render.text import render_text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from diagnose.models import Diagnosis, Evidence, Finding, Patch
+from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
 
 PHASE_WORDS = {
     "launch": "argument parsing and launch",

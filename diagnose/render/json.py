@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.models import Diagnosis
+from diagnose.core.models import Diagnosis
 
 
 def render_json(diagnosis: Diagnosis, **_: object) -> str:

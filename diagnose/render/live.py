@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from diagnose.models import Finding
+from diagnose.core.models import Finding
 from diagnose.render.common import PHASE_WORDS, SEVERITY_STYLE
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.models import Diagnosis, Evidence, Finding, Role
+from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")

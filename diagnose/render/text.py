@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-from diagnose.models import Diagnosis, Evidence, Finding, Role
+from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,

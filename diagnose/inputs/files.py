@@ -3,7 +3,7 @@
 Two ways through a log, with the same result:
 
 * ``scanned_events`` (the default): reads 8 MiB chunks of bytes, finds the lines that hold
-  any needle of the library in one pass over each chunk (``diagnose.scan``), and decodes and
+  any needle of the library in one pass over each chunk (``diagnose.core.scan``), and decodes and
   parses only those, plus the lines that follow a ``Traceback`` header. Line numbers come
   from counting newlines between candidates. Cost is set by the few interesting lines.
 * ``line_events``: parses every line; used when a signature has a pattern without needles.
@@ -23,13 +23,13 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
-from diagnose.errors import UserError
-from diagnose.incident import LAST_LINES
-from diagnose.lineformat import LineParser, year_hint
-from diagnose.models import InputSummary
-from diagnose.records import Event, Record
-from diagnose.scan import NeedleScanner
-from diagnose.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START, TracebackGrouper
+from diagnose.core.errors import UserError
+from diagnose.core.incident import LAST_LINES
+from diagnose.core.models import InputSummary
+from diagnose.core.records import Event, Record
+from diagnose.core.scan import NeedleScanner
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START, TracebackGrouper
+from diagnose.inputs.lineformat import LineParser, year_hint
 
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""

@@ -16,9 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from diagnose.expr import Arithmetic, Condition, ExpressionError, template_fields
-from diagnose.models import CATEGORIES, Confidence, Role, Severity
-from diagnose.versions import is_version
+from diagnose.core.expr import Arithmetic, Condition, ExpressionError, template_fields
+from diagnose.core.models import CATEGORIES, Confidence, Role, Severity
+from diagnose.core.versions import is_version
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
 _UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from diagnose.models import Diagnosis
+from diagnose.core.models import Diagnosis
 
 _SECRET_NAME = r"[A-Za-z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Za-z0-9_]*"
 

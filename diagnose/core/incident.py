@@ -15,8 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from diagnose.records import Event, Record
-from diagnose.tracebacks import TRACEBACK_START
+from diagnose.core.records import Event, Record
+from diagnose.core.tracebacks import TRACEBACK_START
 
 LAST_LINES = 5
 """Application lines kept from just before the process exited."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from diagnose.models import Patch
+from diagnose.core.models import Patch
 
 DROPIN_NAME = "50-diagnose.conf"
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.atomic import write_atomically
-from diagnose.dropin import DROPIN_NAME
-from diagnose.errors import UserError
+from diagnose.core.dropin import DROPIN_NAME
+from diagnose.core.errors import UserError
 
 DROPIN_MODE = 0o644
 """Unit files and drop-ins are world-readable, as systemd's own are."""

@@ -30,9 +30,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.dropin import DROPIN_NAME, render_dropin
-from diagnose.errors import UserError
-from diagnose.models import Patch
+from diagnose.core.dropin import DROPIN_NAME, render_dropin
+from diagnose.core.errors import UserError
+from diagnose.core.models import Patch
 
 UNIT_DIRS = (
     "etc/systemd/system",

@@ -29,10 +29,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from diagnose.errors import UserError
-from diagnose.lineformat import LineParser, entry_message, journal_entry_record
-from diagnose.records import Event, Record
-from diagnose.tracebacks import TracebackGrouper
+from diagnose.core.errors import UserError
+from diagnose.core.records import Event, Record
+from diagnose.core.tracebacks import TracebackGrouper
+from diagnose.inputs.lineformat import LineParser, entry_message, journal_entry_record
 
 JOURNAL_DROPPED_ID = "a596d6fe7bfa4994828e72309e95d61e"
 """MESSAGE_ID of journald's ``Suppressed N messages from /system.slice/UNIT``."""

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from diagnose import expr
-from diagnose.dropin import render_dropin
-from diagnose.incident import ERROR_NEEDLES, Failure, IncidentTracker
-from diagnose.models import (
+from diagnose.core import expr
+from diagnose.core.dropin import render_dropin
+from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
+from diagnose.core.models import (
     Confidence,
     Diagnosis,
     ErrorTemplate,
@@ -30,9 +30,8 @@ from diagnose.models import (
     Role,
     Severity,
 )
-from diagnose.phases import PHASE_ORDER, PHASES, launch_marker, phase_of
-from diagnose.records import Event, Record
-from diagnose.signature import (
+from diagnose.core.records import Event, Record
+from diagnose.core.signature import (
     AbsenceMatch,
     CountMatch,
     LineMatch,
@@ -40,8 +39,9 @@ from diagnose.signature import (
     SequenceMatch,
     Signature,
 )
-from diagnose.tracebacks import TRACEBACK_START
-from diagnose.versions import at_least, at_most
+from diagnose.core.tracebacks import TRACEBACK_START
+from diagnose.core.versions import at_least, at_most
+from diagnose.engines.phases import PHASE_ORDER, PHASES, launch_marker, phase_of
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64

@@ -11,7 +11,7 @@ import json
 import re
 from datetime import datetime, timezone
 
-from diagnose.records import Record
+from diagnose.core.records import Record
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement

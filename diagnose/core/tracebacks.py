@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.records import Event, Record
+from diagnose.core.records import Event, Record
 
 TRACEBACK_START = "Traceback (most recent call last):"
 _CHAIN_MARKERS = (

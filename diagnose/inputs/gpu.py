@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from diagnose.records import Record
+from diagnose.core.records import Record
 
 SOURCE = "nvidia-smi"
 _QUERY_GPU = "--query-gpu=index,name,memory.used,memory.total"

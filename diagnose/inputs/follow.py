@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from diagnose.errors import UserError
-from diagnose.sources.files import MAX_LINE_BYTES
-from diagnose.sources.journal import unit_name
+from diagnose.core.errors import UserError
+from diagnose.inputs.files import MAX_LINE_BYTES
+from diagnose.inputs.journal import unit_name
 
 Sleep = Callable[[float], None]
 

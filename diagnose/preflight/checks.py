@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from diagnose import expr
-from diagnose.engine import Draft, derive, primary_of, rank
-from diagnose.gpu import GpuSnapshot
-from diagnose.models import Diagnosis, Evidence, InputSummary
-from diagnose.phases import PHASE_ORDER
-from diagnose.signature import PreflightRule, Signature
+from diagnose.core import expr
+from diagnose.core.engine import Draft, derive, primary_of, rank
+from diagnose.core.models import Diagnosis, Evidence, InputSummary
+from diagnose.core.signature import PreflightRule, Signature
+from diagnose.engines.phases import PHASE_ORDER
+from diagnose.inputs.gpu import GpuSnapshot
 
 COMMAND_LINE = "<command line>"
 GPU_SOURCE = "nvidia-smi"

@@ -1,0 +1,233 @@
+"""The report schema: what a diagnosis is, as the JSON contract fixes it.
+
+Keys and meanings follow ``contract.md`` (schema_version 1). Extensions (``count``,
+``attempts``, ``hypotheses``, ``alternatives``, ``phase``, ``references``) are additive.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from diagnose import __version__
+
+SCHEMA_VERSION = 1
+
+Timestamp = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), when_used="json")]
+
+
+class Severity(str, Enum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe."""
+        return {"info": 0, "warning": 1, "error": 2, "critical": 3}[self.value]
+
+
+class Confidence(str, Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        return {"low": 0, "medium": 1, "high": 2}[self.value]
+
+
+class Role(str, Enum):
+    ROOT_CAUSE = "root_cause"
+    SYMPTOM = "symptom"
+    ADVISORY = "advisory"
+
+
+CATEGORIES: tuple[str, ...] = (
+    "spec_decode_config",
+    "dist_init_hang",
+    "nccl_runtime",
+    "gpu_oom",
+    "host_oom",
+    "gpu_busy",
+    "port_in_use",
+    "restart_loop",
+    "start_timeout",
+    "unit_config",
+    "launch_args",
+    "model_access",
+    "model_unsupported",
+    "chat_template",
+    "context_length",
+    "gpu_arch_support",
+    "cuda_driver",
+    "kernel_build",
+    "gpu_hardware",
+    "network_config",
+    "unknown",
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Evidence(_Frozen):
+    source: str
+    line: int | None = None
+    cursor: str | None = None
+    timestamp: Timestamp | None = None
+    host: str | None = None
+    unit: str | None = None
+    rank: str | None = Field(
+        default=None, description="Rank tag such as 'TP2' when the line has one."
+    )
+    text: str
+    message: str | None = Field(
+        default=None, description="The line without its journal and application prefixes."
+    )
+
+
+class Patch(_Frozen):
+    env_set: dict[str, str] = Field(default_factory=dict)
+    env_unset: list[str] = Field(default_factory=list)
+    args_add: list[str] = Field(default_factory=list)
+    args_remove: list[str] = Field(default_factory=list)
+    unit_set: dict[str, str] = Field(default_factory=dict)
+    dropin: str | None = None
+
+    def is_empty(self) -> bool:
+        return not (
+            self.env_set or self.env_unset or self.args_add or self.args_remove or self.unit_set
+        )
+
+
+class Hypothesis(_Frozen):
+    cause: str
+    check: str
+
+
+class ErrorTemplate(_Frozen):
+    """Error lines that no signature explains, grouped: numbers, ids, paths and addresses
+    masked (``<NUM>``, ``<ID>``, ``<PATH>``, ``<ADDR>``)."""
+
+    template: str
+    count: int
+    first_line: int | None = None
+    first_ts: Timestamp | None = None
+
+
+class Finding(_Frozen):
+    id: str
+    signature: str
+    category: str
+    severity: Severity
+    role: Role
+    caused_by: str | None = None
+    title: str
+    explanation: str
+    confidence: Confidence
+    evidence: list[Evidence]
+    patch: Patch | None
+    patch_note: str | None = Field(
+        default=None, description="Why there is no patch, or what the patch cannot express."
+    )
+    next_checks: list[str] = Field(default_factory=list)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    alternatives: list[str] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    count: int = Field(
+        default=1, description="How many times the failure was seen (ranks, attempts)."
+    )
+    attempts: int = Field(default=1, description="In how many start attempts it was seen.")
+    phase: str | None = Field(default=None, description="Startup phase the server was in.")
+    applies_to: str | None = Field(
+        default=None,
+        description="The engine versions the signature applies to, e.g. 'SGLang 0.5.10-0.5.19'.",
+    )
+    fixed_in: str | None = Field(
+        default=None, description="The engine release that fixed it upstream, e.g. 'SGLang 0.5.23'."
+    )
+    templates: list[ErrorTemplate] = Field(
+        default_factory=list,
+        description="Unexplained error lines grouped into templates, most frequent first (top 10).",
+    )
+
+
+class InputSummary(_Frozen):
+    kind: Literal["file", "stdin", "journal"]
+    name: str
+    records: int
+    first_ts: Timestamp | None = None
+    last_ts: Timestamp | None = None
+
+
+class ToolInfo(_Frozen):
+    name: str = "diagnose"
+    version: str = __version__
+
+
+class Diagnosis(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    tool: ToolInfo = Field(default_factory=ToolInfo)
+    inputs: list[InputSummary] = Field(default_factory=list)
+    primary: str | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    unit: str | None = Field(
+        default=None, description="The systemd unit the input is about, when known."
+    )
+    engine: str | None = Field(default=None, description="'sglang' or 'vllm' when recognised.")
+    phase_reached: str | None = Field(default=None, description="Last startup phase seen.")
+    attempts: int = Field(default=0, description="Start attempts seen in the input.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the input could not show: missing evidence, suppressed or cut lines.",
+    )
+    redactions: dict[str, int] = Field(
+        default_factory=dict, description="Kinds of secrets redacted from this report, with counts."
+    )
+
+    def finding(self, finding_id: str | None) -> Finding | None:
+        return next((f for f in self.findings if f.id == finding_id), None)
+
+
+# -- extension: ``diagnose verify`` -------------------------------------------------------
+
+
+class AttemptSummary(_Frozen):
+    """One start attempt as ``diagnose verify`` compares it (or a saved report's)."""
+
+    invocation: str | None = Field(default=None, description="systemd's invocation ID.")
+    started_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
+    result: str | None = Field(
+        default=None, description="systemd's result ('exit-code', 'success', ...), when seen."
+    )
+    signature: str | None = Field(default=None, description="The primary finding's signature.")
+    category: str | None = None
+    title: str | None = None
+    phase_reached: str | None = None
+    report: str | None = Field(
+        default=None, description="The saved report it was read from (--compare)."
+    )
+
+
+class Verification(_Frozen):
+    """Did the fix work: the previous failure's primary finding against the newest attempt."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool: ToolInfo = Field(default_factory=ToolInfo)
+    unit: str
+    previous: AttemptSummary
+    newest: AttemptSummary
+    fixed: bool = Field(description="The previous primary finding is not in the newest attempt.")
+    reached_ready: bool = Field(description="The newest attempt reached the 'ready' phase.")
+    new_failure: str | None = Field(
+        default=None, description="The newest attempt's primary signature when it is another one."
+    )
+    verdict: str
+    notes: list[str] = Field(default_factory=list)

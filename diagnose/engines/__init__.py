@@ -1,0 +1,1 @@
+"""Engine profiles: what is known about each inference engine, behind one protocol."""

@@ -1,0 +1,1 @@
+"""Inputs: saved files, the journal and live follow, turned into events by one pipeline."""

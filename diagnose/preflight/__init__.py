@@ -1,0 +1,1 @@
+"""Preflight: checks a launch configuration before the server starts."""

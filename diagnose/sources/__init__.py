@@ -1,1 +1,0 @@
-"""Sources: where log lines come from. Each yields events for the engine."""

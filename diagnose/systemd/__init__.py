@@ -1,0 +1,1 @@
+"""systemd: unit files, drop-ins and applying them."""
