@@ -13,18 +13,19 @@ import typer
 
 from diagnose import __version__
 from diagnose.commands import hook as hook_commands
-from diagnose.commands import new_signature, report
+from diagnose.commands import new_signature
 from diagnose.commands import postmortem as postmortem_commands
 from diagnose.commands import signatures as signature_commands
 from diagnose.commands import verify as verify_commands
 from diagnose.commands.file import diagnose_files
-from diagnose.commands.journal import JournalOptions, diagnose_journal
-from diagnose.commands.journal import apply as apply_dropin
 from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
 from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.signature import parse_duration
 from diagnose.library import load_library
+from diagnose.runs import output as report
+from diagnose.runs.journal import JournalOptions, diagnose_journal
+from diagnose.runs.journal import apply as apply_dropin
 
 app = typer.Typer(
     name="diagnose",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.commands.file import run_logs
 from diagnose.core import expr
 from diagnose.core.engine import Engine
 from diagnose.core.signature import Example, Signature
 from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts
 
 

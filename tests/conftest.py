@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from diagnose.cli import app
-from diagnose.commands.file import run_logs
 from diagnose.core.engine import Engine
 from diagnose.core.models import Diagnosis, Finding
 from diagnose.core.signature import Signature
 from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts, load_library
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands.report import exit_code
 from diagnose.core.engine import MAX_EVIDENCE, MAX_HITS, Engine
 from diagnose.core.models import Confidence, Role
 from diagnose.inputs.files import LogInput, events_from_lines
 from diagnose.library import load_directory
+from diagnose.runs.output import exit_code
 from tests.conftest import (
     REPO,
     SAMPLES,

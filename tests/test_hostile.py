@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands import journal as journal_command
-from diagnose.commands.file import run_logs
 from diagnose.core import engine as engine_module
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts, load_file, load_library
+from diagnose.runs import journal as journal_command
 from tests import journalgen
 
 REPO = Path(__file__).resolve().parent.parent

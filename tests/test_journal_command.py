@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands.journal import JournalOptions, diagnose_journal
 from diagnose.inputs import gpu
+from diagnose.runs.journal import JournalOptions, diagnose_journal
 from diagnose.systemd.unit import parse_rendered_exec_start
 from tests import journalgen
 from tests.conftest import REPO, run_cli
@@ -231,9 +231,10 @@ def test_the_prefiltered_read_gives_the_same_diagnosis(
     """Entries the needle pre-filter skips are never turned into records; the diagnosis
     must not change. Small batches and no head make the pre-filter and the reader's seeking
     back and forth do real work on this small journal."""
-    from diagnose.commands import journal as command
     from diagnose.inputs import journal as source
+    from diagnose.inputs import pipeline
     from diagnose.render import render
+    from diagnose.runs import journal as command
 
     if reader == "systemd-python":
         pytest.importorskip("systemd.journal")
@@ -249,9 +250,9 @@ def test_the_prefiltered_read_gives_the_same_diagnosis(
         return render(result.diagnosis, "json"), backend.skipped
 
     every_entry, _ = diagnose(prefilter=False)
-    monkeypatch.setattr(command, "HEAD_ENTRIES", 8)  # the first lines name the engine
+    monkeypatch.setattr(pipeline, "HEAD_ENTRIES", 8)  # the first lines name the engine
     monkeypatch.setattr(source, "BATCH", 7)
-    monkeypatch.setattr(command, "MAX_TRACEBACK_LINES", 25)  # the fixture's are shorter
+    monkeypatch.setattr(pipeline, "MAX_TRACEBACK_LINES", 25)  # the fixture's are shorter
     prefiltered, skipped = diagnose(prefilter=True)
     assert skipped > 20, "the pre-filter skipped entries"
     assert prefiltered == every_entry

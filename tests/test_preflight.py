@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands.journal import JournalOptions, diagnose_journal, patched_against_unit
 from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.core import expr
 from diagnose.core.dropin import DROPIN_NAME
 from diagnose.preflight import checks as preflight
+from diagnose.runs.journal import JournalOptions, diagnose_journal
+from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import load_unit_file, parse_rendered_exec_start
 from tests import journalgen
 from tests.conftest import FIXTURES, IDLE_ROWS, fake_nvidia_smi, run_engine

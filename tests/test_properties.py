@@ -7,11 +7,11 @@ import functools
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from diagnose.commands.file import run_logs
 from diagnose.core.engine import Engine
 from diagnose.core.scan import NeedleScanner
 from diagnose.inputs.files import MAX_LINE_BYTES, LogInput, events
 from diagnose.inputs.lineformat import LineParser, clean
+from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts, load_library
 
 

@@ -13,8 +13,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
-from diagnose.core.scan import NeedleScanner
-from diagnose.inputs.files import LogInput, events
+from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts, load_library
 
 Warn = Callable[[str], None]
@@ -36,7 +36,8 @@ def diagnose_files(
         arguments = ["-"]
     engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
     logs = [LogInput.from_argument(argument) for argument in arguments]
-    run_logs(engine, logs, warn)
+    with _progress_bar(logs) as progress:
+        run_logs(engine, logs, warn, progress)
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
     diagnosis = engine.finish(inputs=[log.summary() for log in logs])
@@ -79,18 +80,3 @@ def _progress_bar(logs: list[LogInput]) -> Iterator[Callable[[int], None] | None
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("read", total=known if None not in sizes else None)
         yield lambda size: bar.advance(task, size)
-
-
-def run_logs(engine: Engine, logs: list[LogInput], warn: Warn | None = None) -> None:
-    """Feed every log through ``engine``, one after the other, on one timeline of positions."""
-    needles = engine.needles()
-    scanner = NeedleScanner(needles) if needles else None
-    first_seq = 0
-    with _progress_bar(logs) as progress:
-        for log in logs:
-            for event in events(log, scanner, first_seq, progress):
-                engine.feed(event)
-            first_seq += log.lines
-            for warning in log.warnings:
-                if warn is not None:
-                    warn(warning)

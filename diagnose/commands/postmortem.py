@@ -13,12 +13,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from diagnose.commands.journal import JournalOptions, JournalResult, Say, diagnose_journal
-from diagnose.commands.report import write_report
 from diagnose.core.errors import UserError
 from diagnose.core.redact import redact
 from diagnose.inputs.journal import from_usec
 from diagnose.render import render
+from diagnose.runs.journal import JournalOptions, JournalResult, Say, diagnose_journal
+from diagnose.runs.output import write_report
 
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")

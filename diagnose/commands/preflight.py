@@ -20,7 +20,6 @@ from typing import Any
 
 import yaml
 
-from diagnose.commands.journal import patched_against_unit
 from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
@@ -39,6 +38,7 @@ from diagnose.preflight.checks import (
     expand_argv,
     parse_command,
 )
+from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import (
     UnitConfig,
     find_unit,

@@ -15,10 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from diagnose.commands.journal import JournalOptions, Say, diagnose_scope, journal_query
 from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.models import AttemptSummary, Diagnosis, Verification
 from diagnose.inputs import journal as source
+from diagnose.runs.journal import JournalOptions, Say, diagnose_scope, journal_query
 
 LOOK_BACK = 20
 """Start attempts read back from the newest, to find the last failed one."""

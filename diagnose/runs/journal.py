@@ -1,13 +1,11 @@
-"""``diagnose journal -u UNIT``: the real journal, scoped to the failed start, patched
-against the unit that really runs."""
+"""A journal diagnosis, as ``diagnose journal``, ``postmortem`` and ``verify`` run it: the
+real journal, scoped to the failed start, patched against the unit that really runs."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import accumulate
 from pathlib import Path
 
 from diagnose.core.dropin import DROPIN_NAME
@@ -15,20 +13,13 @@ from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
-from diagnose.core.scan import NeedleScanner
-from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
 from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
-from diagnose.inputs.files import BEFORE_EXIT_LINES, EXIT_MARKERS
+from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import load_facts, load_library
 from diagnose.systemd.apply import Applied, apply_dropin
-from diagnose.systemd.unit import (
-    UnitConfig,
-    find_unit,
-    load_unit_file,
-    render_patch,
-    systemctl_unit,
-)
+from diagnose.systemd.patching import patched_against_unit
+from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
 
 Say = Callable[[str], None]
 
@@ -96,67 +87,8 @@ def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
     return systemctl_unit(unit, exclude=[DROPIN_NAME], user=options.user)
 
 
-def patched_against_unit(diagnosis: Diagnosis, config: UnitConfig, notes: list[str]) -> Diagnosis:
-    """Every finding's patch rendered against the unit's real command line and environment."""
-    findings = []
-    for finding in diagnosis.findings:
-        if finding.patch is None:
-            findings.append(finding)
-            continue
-        rendered = render_patch(finding.patch, config)
-        patch = finding.patch.model_copy(update={"dropin": rendered.dropin})
-        update: dict[str, object] = {"patch": patch}
-        if rendered.note and finding.id == diagnosis.primary:
-            notes.append(f"{finding.signature}: {rendered.note}")
-        findings.append(finding.model_copy(update=update))
-    return diagnosis.model_copy(update={"findings": findings, "unit": config.name})
-
-
 def _stamp(usec: int | None) -> datetime | None:
     return source.from_usec(usec) if usec else None
-
-
-HEAD_ENTRIES = 256
-"""The first entries are always read whole: they tell the engine and the launch arguments."""
-
-
-class NeedlePrefilter:
-    """Keeps the entries whose raw message holds one of the engine's needles, the first
-    entries of the input, and the entries after a traceback header (its continuation lines
-    hold no needle). One scan per batch: the messages are joined and scanned at once."""
-
-    def __init__(self, scanner: NeedleScanner) -> None:
-        self.scanner = scanner
-        self.context = HEAD_ENTRIES
-
-    def __call__(self, raws: list[bytes]) -> list[int]:
-        joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
-        starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
-        hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
-        for index in [i for i in hits if any(m in raws[i] for m in EXIT_MARKERS)]:
-            hits.update(range(max(0, index - BEFORE_EXIT_LINES), index))  # what it said last
-        chosen = []
-        for index, raw in enumerate(raws):
-            if self.context:
-                self.context -= 1
-            elif index not in hits:
-                continue
-            chosen.append(index)
-            if index in hits and _TRACEBACK in raw:
-                self.context = MAX_TRACEBACK_LINES
-        return chosen
-
-
-_TRACEBACK = TRACEBACK_START.encode()
-
-
-JOURNAL_NEEDLES = ("Suppressed ",)
-"""What the journal source itself reads: journald's rate-limit messages."""
-
-
-def _prefilter(engine: Engine) -> NeedlePrefilter | None:
-    needles = engine.needles()
-    return NeedlePrefilter(NeedleScanner({*needles, *JOURNAL_NEEDLES})) if needles else None
 
 
 def diagnose_journal(
@@ -183,7 +115,7 @@ def diagnose_scope(
     streamed through the library's needle pre-filter, so only entries that can matter are
     turned into records (a million-entry journal costs little more than reading it)."""
     engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
-    records = scope.records or scope.stream(_prefilter(engine))
+    records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
     for event in source.events_from_records(records):
         seq = event.seq

@@ -1,0 +1,79 @@
+"""The event pipeline every input shares: the library's needles decide which lines reach
+the engine (one prefilter), and the events go to the engine in order, on one timeline."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from itertools import accumulate
+
+from diagnose.core.engine import Engine
+from diagnose.core.scan import NeedleScanner
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
+from diagnose.inputs.files import BEFORE_EXIT_LINES, EXIT_MARKERS, LogInput, events
+
+Warn = Callable[[str], None]
+Progress = Callable[[int], None]
+
+
+def run_logs(
+    engine: Engine,
+    logs: list[LogInput],
+    warn: Warn | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Feed every log through ``engine``, one after the other, on one timeline of positions.
+    ``progress`` is told the size of each chunk read."""
+    needles = engine.needles()
+    scanner = NeedleScanner(needles) if needles else None
+    first_seq = 0
+    for log in logs:
+        for event in events(log, scanner, first_seq, progress):
+            engine.feed(event)
+        first_seq += log.lines
+        for warning in log.warnings:
+            if warn is not None:
+                warn(warning)
+
+
+HEAD_ENTRIES = 256
+"""The first entries are always read whole: they tell the engine and the launch arguments."""
+
+
+class NeedlePrefilter:
+    """Keeps the entries whose raw message holds one of the engine's needles, the first
+    entries of the input, and the entries after a traceback header (its continuation lines
+    hold no needle). One scan per batch: the messages are joined and scanned at once."""
+
+    def __init__(self, scanner: NeedleScanner) -> None:
+        self.scanner = scanner
+        self.context = HEAD_ENTRIES
+
+    def __call__(self, raws: list[bytes]) -> list[int]:
+        joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
+        starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
+        hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
+        for index in [i for i in hits if any(m in raws[i] for m in EXIT_MARKERS)]:
+            hits.update(range(max(0, index - BEFORE_EXIT_LINES), index))  # what it said last
+        chosen = []
+        for index, raw in enumerate(raws):
+            if self.context:
+                self.context -= 1
+            elif index not in hits:
+                continue
+            chosen.append(index)
+            if index in hits and _TRACEBACK in raw:
+                self.context = MAX_TRACEBACK_LINES
+        return chosen
+
+
+_TRACEBACK = TRACEBACK_START.encode()
+
+
+JOURNAL_NEEDLES = ("Suppressed ",)
+"""What the journal source itself reads: journald's rate-limit messages."""
+
+
+def journal_prefilter(engine: Engine) -> NeedlePrefilter | None:
+    needles = engine.needles()
+    return NeedlePrefilter(NeedleScanner({*needles, *JOURNAL_NEEDLES})) if needles else None

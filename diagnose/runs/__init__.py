@@ -1,0 +1,1 @@
+"""Diagnosis runs the commands share: a journal diagnosis, a report written out."""
