@@ -12,9 +12,10 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from diagnose.core.errors import UserError
-from diagnose.core.signature import Pattern, Signature
+from diagnose.core.signature import Pattern, Relations, Signature
 
 FACTS_FILE = "_facts.yaml"
+RELATIONS_FILE = "_relations.yaml"
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -97,19 +98,40 @@ def load_library(
     for directory in directories:
         for signature in load_directory(Path(directory)):
             by_id[signature.id] = signature
+    for winner, losers in load_relations().supersedes.items():
+        known = by_id.get(winner)
+        if known is not None:
+            supersedes = [*known.supersedes, *(s for s in losers if s not in known.supersedes)]
+            by_id[winner] = known.model_copy(update={"supersedes": supersedes})
     return list(by_id.values())
+
+
+def _read_data(path: Path, what: str) -> object:
+    """A data file beside the signatures, parsed; a clear error when it cannot be."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+    except OSError as error:
+        raise UserError(f"{path}: cannot read the {what}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise UserError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+
+
+@functools.cache
+def load_relations(directory: Path | None = None) -> Relations:
+    """Which signature wins over which (``_relations.yaml``), for the ranking."""
+    path = (directory or builtin_dir()) / RELATIONS_FILE
+    try:
+        return Relations.model_validate(_read_data(path, "relations file"))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
 
 
 @functools.cache
 def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
     """Values every signature can use (launch arguments, versions), from ``_facts.yaml``."""
     path = (directory or builtin_dir()) / FACTS_FILE
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
-    except OSError as error:
-        raise UserError(f"{path}: cannot read the facts file: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise UserError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+    data = _read_data(path, "facts file")
     facts = data.get("facts") if isinstance(data, dict) else None
     if not isinstance(facts, list):
         raise UserError(f"{path}: expected a list under 'facts'")

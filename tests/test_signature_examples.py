@@ -7,15 +7,18 @@
 from __future__ import annotations
 
 import functools
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from diagnose.core.errors import UserError
-from diagnose.core.signature import Signature
-from diagnose.library import load_directory, load_file, load_library
+from diagnose.core.models import Severity
+from diagnose.core.signature import Example, Signature
+from diagnose.library import load_directory, load_file, load_library, load_relations
 from diagnose.testing import ExampleResult, check_signature
+from tests.conftest import invoke
 
 LIBRARY = {s.id: s for s in load_library(include_user_dirs=False)}
 
@@ -43,6 +46,41 @@ def test_example(signature_id: str, test_id: str) -> None:
         f"{test_id} ({'positive' if result.positive else 'negative'}): "
         + "; ".join(result.problems)
     )
+
+
+def _positive_cases() -> list:
+    params = []
+    for signature in LIBRARY.values():
+        for example in signature.examples.positive:
+            test_id = f"{signature.id}::{example.name}"
+            marks = [pytest.mark.xfail(reason=example.xfail, strict=False)] if example.xfail else []
+            params.append(pytest.param(signature, example, id=test_id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("signature", "example"), _positive_cases())
+def test_the_whole_library_finds_each_positive_example(
+    signature: Signature, example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As users run it: the example alone, read by ``diagnose file`` with every built-in
+    signature, is found; a critical signature is the primary finding, unless the example
+    names the signature that rightly outranks it (``superseded_by``)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-user-signatures"))
+    log = tmp_path / f"{example.name}.log"
+    log.write_text(example.log, encoding="utf-8")
+    result = invoke(["file", str(log), "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    found = [f["signature"] for f in report["findings"]]
+    primary = next(
+        (f["signature"] for f in report["findings"] if f["id"] == report["primary"]), None
+    )
+    if example.superseded_by is not None:
+        assert primary == example.superseded_by, f"primary {primary}, findings {found}"
+        return
+    assert signature.id in found, f"not found by the whole library; it reported {found}"
+    if signature.severity is Severity.CRITICAL:
+        assert primary == signature.id, f"critical, but the primary is {primary} ({found})"
 
 
 def test_every_signature_has_examples_of_both_kinds() -> None:
@@ -195,3 +233,11 @@ def test_a_user_directory_overrides_a_builtin_signature_with_the_same_id(tmp_pat
     merged = {s.id: s for s in load_library([tmp_path], include_user_dirs=False)}
     assert merged["host-oom-kill"].title == "My own host OOM" != builtin.title
     assert set(merged) == {s.id for s in load_library(include_user_dirs=False)}
+
+
+def test_every_relation_names_signatures_of_the_library() -> None:
+    """``_relations.yaml`` is read by the ranking: an id missing from the library there would
+    silently change nothing. Each winner carries its relations as ``supersedes``."""
+    for winner, losers in load_relations().supersedes.items():
+        assert {winner, *losers} <= LIBRARY.keys(), sorted({winner, *losers} - LIBRARY.keys())
+        assert set(losers) <= set(LIBRARY[winner].supersedes), winner

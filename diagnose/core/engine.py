@@ -255,12 +255,12 @@ class Engine:
         if found is None:
             return None
         captures = _normalise_units({k: v for k, v in found.groupdict().items() if v is not None})
+        record = event.record_at(found.start())
+        phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
-            values = {**self.facts, **state.context, **captures}
+            values = {**self.facts, **state.context, "phase": phase, **captures}
             if not expr.all_hold(pattern.conditions, values):
                 return None
-        record = event.record_at(found.start())
-        rank = record.rank or event.first.rank
         return Hit(
             event,
             record,
@@ -268,7 +268,7 @@ class Engine:
             event.seq,
             record.ts or event.ts or self._last_ts,
             self._attempt_of(record.seq),
-            self._phase_at(rank, record.seq),
+            phase,
         )
 
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:

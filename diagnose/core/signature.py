@@ -216,6 +216,11 @@ class Example(_Schema):
         default=None, description="The confidence the finding must have (e.g. low when demoted)."
     )
     xfail: str | None = Field(default=None, description="A known gap, with the reason.")
+    superseded_by: str | None = Field(
+        default=None,
+        description="The signature that is primary when the whole library reads this log, "
+        "when it is not this one (a critical signature's example must name it).",
+    )
 
 
 class Examples(_Schema):
@@ -363,3 +368,12 @@ class Signature(_Schema):
         else:
             own = [match]
         return [*own, *self.context, *self.supporting]
+
+
+class Relations(_Schema):
+    """Which finding wins when several signatures fire (``_relations.yaml``)."""
+
+    supersedes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="signature id -> the ones it explains more precisely (they are dropped).",
+    )
