@@ -23,13 +23,13 @@ import yaml
 from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.engines import profile
 from diagnose.inputs import gpu
 from diagnose.inputs.gpu import GpuSnapshot
 from diagnose.inputs.journal import unit_name
 from diagnose.library import builtin_dir, load_library
 from diagnose.preflight.checks import (
     COMMAND_LINE,
-    DEFAULTS,
     LaunchConfig,
     ModelFacts,
     Origin,
@@ -322,7 +322,7 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
             config.gpus = shot
             config.gpu_uuids = gpu.uuids() if shot.processes else {}
     if options.port:
-        defaults = DEFAULTS[parsed.engine]
+        defaults = profile(parsed.engine).defaults
         host = str(parsed.args.get("host") or defaults["host"])
         port_text = str(parsed.args.get("port", defaults["port"]))
         if port_text.isdigit():

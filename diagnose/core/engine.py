@@ -41,7 +41,8 @@ from diagnose.core.signature import (
 )
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.versions import at_least, at_most
-from diagnose.engines.phases import PHASE_ORDER, PHASES, launch_marker, phase_of
+from diagnose.engines import display_name, profiles
+from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
@@ -53,7 +54,6 @@ ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START, *E
 error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
 _MAIN_ROLES = ("match", "step", "after")
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 _ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
 _UNIT_IN_TEXT = re.compile(r"^(?P<unit>[\w@.:\\-]+\.service): ")
 
@@ -138,7 +138,7 @@ class Engine:
         if self._always:
             return None
         found = {n for _, _, _, pattern in self._patterns for n in pattern.needles}
-        found.update(marker for _, _, markers in PHASES for marker in markers)
+        found.update(all_markers())
         found.update(ALWAYS_INTERESTING)
         return found
 
@@ -443,7 +443,11 @@ class Engine:
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
             values["quiet_for"] = _spoken_duration(state.quiet_s)
             values["threshold"] = _spoken_duration(self._within(state))
-        shown = {e: values[f"{e}_version"] for e in _ENGINE_NAMES if values.get(f"{e}_version")}
+        shown = {
+            p.name: values[f"{p.name}_version"]
+            for p in profiles()
+            if values.get(f"{p.name}_version")
+        }
         if engine in shown or len(shown) == 1:
             values.setdefault(
                 "engine_version", shown.get(str(engine)) or next(iter(shown.values()))
@@ -649,7 +653,7 @@ def version_check(signature: Signature, values: Mapping[str, Any]) -> VersionChe
     if spec is None:
         return VersionCheck()
     engine = spec.engine or values.get("engine")
-    name = _ENGINE_NAMES.get(str(engine), "the engine")
+    name = display_name(str(engine) if engine else None)
     upper = (
         f"up to {spec.max}" if spec.max else (f"before {spec.fixed_in}" if spec.fixed_in else "")
     )

@@ -1,1 +1,39 @@
-"""Engine profiles: what is known about each inference engine, behind one protocol."""
+"""Engine profiles: what is known about each inference engine, behind one protocol.
+
+Each module of this package that defines ``PROFILE`` is an engine; adding one is adding a
+module. ``generic`` stands for any server no profile knows.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
+from diagnose.engines.base import EngineProfile
+
+GENERIC_NAME = "generic"
+
+
+@functools.cache
+def profiles() -> tuple[EngineProfile, ...]:
+    """Every known engine's profile (not the generic one), in module-name order."""
+    found = []
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        loaded = importlib.import_module(f"{__name__}.{module.name}")
+        profile = getattr(loaded, "PROFILE", None)
+        if profile is not None and profile.name != GENERIC_NAME:
+            found.append(profile)
+    return tuple(found)
+
+
+def profile(name: str | None) -> EngineProfile:
+    """The profile of the engine called ``name``; the generic one when none is."""
+    from diagnose.engines.generic import PROFILE as generic
+
+    return next((p for p in profiles() if p.name == name), generic)
+
+
+def display_name(name: str | None) -> str:
+    """``SGLang``, ``vLLM``; ``the engine`` for an unknown one."""
+    return profile(name).display_name

@@ -28,6 +28,7 @@ from diagnose.core import expr
 from diagnose.core.engine import Draft, derive, primary_of, rank
 from diagnose.core.models import Diagnosis, Evidence, InputSummary
 from diagnose.core.signature import PreflightRule, Signature
+from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
 from diagnose.inputs.gpu import GpuSnapshot
 
@@ -55,37 +56,6 @@ HYBRID_ARCHITECTURES = (
 _HYBRID_LAYER_TYPES = ("linear_attention", "mamba", "mamba2", "linear_attn", "ssm", "gdn")
 _HYBRID_KEYS = ("mamba", "ssm", "linear_attn", "linear_num_")
 
-_SHARED_ALIASES = {
-    "tp": "tp_size",
-    "tensor_parallel_size": "tp_size",
-    "pp": "pp_size",
-    "pipeline_parallel_size": "pp_size",
-    "dp": "dp_size",
-    "data_parallel_size": "dp_size",
-    "model": "model_path",
-}
-_ALIASES = {
-    "sglang": _SHARED_ALIASES,
-    "vllm": {
-        **_SHARED_ALIASES,
-        "speculative_config_method": "speculative_method",
-        "speculative_config_num_speculative_tokens": "num_speculative_tokens",
-    },
-}
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "sglang": {
-        "host": "127.0.0.1",
-        "port": 30000,
-        "tp_size": 1,
-        "pp_size": 1,
-        "nnodes": 1,
-        "base_gpu_id": 0,
-        "mamba_scheduler_strategy": "auto",
-    },
-    "vllm": {"host": "0.0.0.0", "port": 8000, "tp_size": 1, "pp_size": 1},
-}
-"""The engines' defaults for the few flags preflight reasons about."""
-PROG = {"sglang": "sglang serve", "vllm": "vllm serve"}
 _SPEC_FLAGS = re.compile(r"^--(?:speculative[-_]|num[-_]speculative[-_]tokens)")
 _DOCKER_VALUE_OPTIONS = {
     "-e", "--env", "-v", "--volume", "-p", "--publish", "--name", "--gpus", "--network",
@@ -192,16 +162,11 @@ def expand_argv(argv: list[str], environment: Mapping[str, str]) -> tuple[list[s
 
 def _engine_at(argv: list[str]) -> tuple[str | None, int]:
     """The engine and the index of its first argument, or (None, 0)."""
-    for i, word in enumerate(argv):
-        base = PurePosixPath(word).name
-        nxt = argv[i + 1] if i + 1 < len(argv) else ""
-        if base in ("sglang", "vllm") and nxt == "serve":
-            return base, i + 2
-        if word == "-m" and nxt.startswith("sglang."):
-            return "sglang", i + 2
-        if word == "-m" and nxt.startswith("vllm."):
-            start = i + 3 if i + 2 < len(argv) and argv[i + 2] == "serve" else i + 2
-            return "vllm", start
+    for i in range(len(argv)):
+        for engine in profiles():
+            start = engine.launch_start(argv, i)
+            if start is not None:
+                return engine.name, start
     return None, 0
 
 
@@ -229,8 +194,8 @@ def _docker(argv: list[str], command: Command) -> tuple[str | None, int]:
     inner, start = _engine_at(argv[i + 1 :])
     if inner:
         return inner, i + 1 + start
-    engine = "vllm" if "vllm" in image else "sglang" if "sglang" in image else None
-    return engine, i + 1
+    named = next((engine.name for engine in profiles() if engine.named_by_image(image)), None)
+    return named, i + 1
 
 
 def parse_command(argv: list[str]) -> Command:
@@ -244,7 +209,7 @@ def parse_command(argv: list[str]) -> Command:
     command.engine = engine
     if engine is None:
         return command
-    aliases = _ALIASES[engine]
+    aliases = profile(engine).flag_aliases
     words = argv[start:]
     i = 0
     positional: list[str] = []
@@ -269,8 +234,9 @@ def parse_command(argv: list[str]) -> Command:
         command.args[name] = value
         if name in aliases:
             command.args[aliases[name]] = value
-    if engine == "vllm" and positional and "model_path" not in command.args:
-        command.args["model_path"] = positional[0]
+    positional_flag = profile(engine).positional_flag()
+    if positional_flag and positional and positional_flag not in command.args:
+        command.args[positional_flag] = positional[0]
     return command
 
 
@@ -405,10 +371,10 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
         values["unit"] = config.unit
     if engine is None:
         return values
-    values.update(DEFAULTS[engine])
+    values.update(profile(engine).defaults)
     values.update(command.args)
     values["engine"] = engine
-    values["engine_prog"] = PROG[engine]
+    values["engine_prog"] = profile(engine).prog
     values["spec_v2_enabled"] = environment.get("SGLANG_ENABLE_SPEC_V2", "").strip().lower() in {
         "1",
         "true",

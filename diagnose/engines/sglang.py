@@ -1,0 +1,42 @@
+"""SGLang: its launch banners and phase lines, its command line, its flag defaults."""
+
+from __future__ import annotations
+
+from diagnose.engines.base import SHARED_FLAG_ALIASES, PhaseMarkers, Profile
+
+PROFILE = Profile(
+    name="sglang",
+    display_name="SGLang",
+    prog="sglang serve",
+    phase_markers=(
+        PhaseMarkers("launch", ("server_args=",)),
+        PhaseMarkers("dist_init", ("Init torch distributed begin.",)),
+        PhaseMarkers("load_weights", ("Load weight begin.",)),
+        PhaseMarkers("kv_cache", ("Load weight end.",)),
+        PhaseMarkers(
+            "cuda_graph",
+            (
+                "Capture cuda graph begin.",
+                "decode CUDA graph begin.",
+                "Capture draft cuda graph begin.",
+            ),
+        ),
+        PhaseMarkers("http_server", ("max_total_num_tokens=",)),
+        PhaseMarkers("warmup", ("Uvicorn running on",), lines="own_or_unknown"),
+        PhaseMarkers(
+            "ready", ("The server is fired up and ready to roll!",), lines="own_or_unknown"
+        ),
+    ),
+    flag_aliases=SHARED_FLAG_ALIASES,
+    defaults={
+        "host": "127.0.0.1",
+        "port": 30000,
+        "tp_size": 1,
+        "pp_size": 1,
+        "nnodes": 1,
+        "base_gpu_id": 0,
+        "mamba_scheduler_strategy": "auto",
+    },
+    executable="sglang",
+    module_prefix="sglang.",
+)

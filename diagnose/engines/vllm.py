@@ -1,0 +1,34 @@
+"""vLLM: its launch banners and phase lines, its command line, its flag defaults."""
+
+from __future__ import annotations
+
+from diagnose.engines.base import SHARED_FLAG_ALIASES, PhaseMarkers, Profile
+
+PROFILE = Profile(
+    name="vllm",
+    display_name="vLLM",
+    prog="vllm serve",
+    phase_markers=(
+        PhaseMarkers(
+            "launch", ("non-default args:", "vLLM API server version", "vLLM server version")
+        ),
+        PhaseMarkers("dist_init", ("Init parallel begin.", "distributed_init_method=")),
+        PhaseMarkers("load_weights", ("Loading model from scratch", "Starting to load model")),
+        PhaseMarkers("kv_cache", ("Loading weights took", "Model loading took")),
+        PhaseMarkers("cuda_graph", ("Capturing CUDA graph", "Capturing cudagraphs")),
+        PhaseMarkers(
+            "http_server",
+            ("init engine (profile", "Starting vLLM API server", "Starting vLLM server"),
+        ),
+        PhaseMarkers("ready", ("Application startup complete.",), lines="own"),
+    ),
+    flag_aliases={
+        **SHARED_FLAG_ALIASES,
+        "speculative_config_method": "speculative_method",
+        "speculative_config_num_speculative_tokens": "num_speculative_tokens",
+    },
+    defaults={"host": "0.0.0.0", "port": 8000, "tp_size": 1, "pp_size": 1},
+    executable="vllm",
+    module_prefix="vllm.",
+    model_positional=True,
+)
