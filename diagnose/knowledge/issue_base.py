@@ -126,7 +126,7 @@ class KnownIssueMatch:
     def rank_key(self) -> tuple[int, int, int, int]:
         fit = {"affected": 3, "unknown": 2, "fixed": 1, "other-engine": 0}[self.version_fit]
         own_engine = int(self.record.engine != "any" and self.version_fit != "other-engine")
-        return (fit, own_engine, self.specificity, -self.position)
+        return (fit, own_engine, -self.position, self.specificity)
 
 
 class IssueBase:
@@ -157,8 +157,9 @@ class IssueBase:
         engine_version: str | None = None,
     ) -> list[KnownIssueMatch]:
         """Records whose message is one of ``messages`` (earliest first in the incident),
-        best first: the engine's own records at a version they affect, then the most specific
-        wording, then the earliest message."""
+        best first: records at a version they affect, the engine's own before any engine's,
+        then the earliest message (a cause comes before its consequences), then the most
+        specific wording."""
         found: dict[str, KnownIssueMatch] = {}
         for position, original in enumerate(messages):
             message = " ".join(original.split())  # as a wrapped or re-spaced log shows it
