@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.core.engine import choose_patch
 from diagnose.core.errors import UserError
+from diagnose.core.ranking import choose_patch
 from diagnose.core.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
 from diagnose.library import builtin_dir, load_directory, load_library
 from diagnose.testing import ExampleResult, check_signature, run_log

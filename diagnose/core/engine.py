@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.dropin import render_dropin
 from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
 from diagnose.core.models import (
     Confidence,
@@ -24,11 +23,21 @@ from diagnose.core.models import (
     ErrorTemplate,
     Evidence,
     Finding,
-    Hypothesis,
     InputSummary,
-    Patch,
     Role,
     Severity,
+)
+from diagnose.core.ranking import (
+    Draft,
+    catch_all_failures,
+    derive,
+    fill_texts,
+    is_catch_all,
+    no_signature_decided,
+    primary_of,
+    rank,
+    version_check,
+    with_primary,
 )
 from diagnose.core.records import Event, Record
 from diagnose.core.signature import (
@@ -40,8 +49,7 @@ from diagnose.core.signature import (
     Signature,
 )
 from diagnose.core.tracebacks import TRACEBACK_START
-from diagnose.core.versions import at_least, at_most
-from diagnose.engines import display_name, profiles
+from diagnose.engines import profiles
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
 REGEX_TIMEOUT_S = 1.0
@@ -362,9 +370,8 @@ class Engine:
                 drafts.append(self._draft(state, hits, unit, engine))
                 self.values.setdefault(state.signature.id, drafts[-1].values)
         failure = None
-        causes = [d for d in drafts if _is_failure(d.signature)]
-        catch_all = [d for d in causes if d.signature.generic and d.signature.category == "unknown"]
-        if len(catch_all) == len(causes):  # nothing specific: does the input show a failure?
+        catch_all = catch_all_failures(drafts)
+        if no_signature_decided(drafts):  # does the input show a failure nobody explains?
             failure = self.incident.failure(
                 last_attempt=len(self._attempt_starts),
                 reached_ready=self._phase_reached() == "ready",
@@ -508,8 +515,10 @@ class Engine:
         said_by_catch_all: list[str] = []
         checks: list[str] = []
         for draft in catch_all:  # what the catch-all says of the exception
-            said_by_catch_all = _texts(draft.signature, draft.signature.explanation, draft.values)
-            checks = _texts(draft.signature, draft.signature.next_checks, draft.values)
+            said_by_catch_all = fill_texts(
+                draft.signature, draft.signature.explanation, draft.values
+            )
+            checks = fill_texts(draft.signature, draft.signature.next_checks, draft.values)
         if said_by_catch_all:
             explanation += said_by_catch_all
         elif first is not None:
@@ -594,7 +603,7 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
 
 def _specific(signature: Signature | None) -> bool:
     """A signature that explains what it matches (not the catch-all for exceptions)."""
-    return signature is not None and not (signature.generic and signature.category == "unknown")
+    return signature is not None and not is_catch_all(signature)
 
 
 def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -> Evidence:
@@ -610,109 +619,6 @@ def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -
         text=record.raw,
         message=record.text if record.text != record.raw else None,
     )
-
-
-def with_primary(findings: list[Finding], cause: Finding) -> list[Finding]:
-    """``cause`` first, as the root cause; what was primary before follows from it."""
-    renumbered = {f.id: f"f{i}" for i, f in enumerate(findings, 2)}
-    out = [cause.model_copy(update={"id": "f1"})]
-    for finding in findings:
-        update: dict[str, Any] = {"id": renumbered[finding.id]}
-        if finding.role is Role.ROOT_CAUSE or (
-            finding.role is Role.SYMPTOM and finding.caused_by in (None, findings[0].id)
-        ):
-            update.update(role=Role.SYMPTOM, caused_by="f1")
-        elif finding.caused_by is not None:
-            update["caused_by"] = renumbered.get(finding.caused_by, finding.caused_by)
-        out.append(finding.model_copy(update=update))
-    return out
-
-
-@dataclass(frozen=True)
-class VersionCheck:
-    """A signature's ``versions:`` against the version the log shows."""
-
-    applies_to: str | None = None
-    fixed_in: str | None = None
-    shown: str | None = None
-    outside: bool = False
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.outside and self.applies_to:
-            out.append(f"This applies to {self.applies_to}; the log shows {self.shown}.")
-        elif self.outside and self.fixed_in:
-            out.append(f"This was fixed in {self.fixed_in}; the log shows {self.shown}.")
-        if self.fixed_in and not self.outside:
-            out.append(f"Fixed in {self.fixed_in}: upgrading also fixes it.")
-        return out
-
-
-def version_check(signature: Signature, values: Mapping[str, Any]) -> VersionCheck:
-    spec = signature.versions
-    if spec is None:
-        return VersionCheck()
-    engine = spec.engine or values.get("engine")
-    name = display_name(str(engine) if engine else None)
-    upper = (
-        f"up to {spec.max}" if spec.max else (f"before {spec.fixed_in}" if spec.fixed_in else "")
-    )
-    if spec.min and spec.max:
-        span = spec.min if spec.min == spec.max else f"{spec.min}\u2013{spec.max}"
-    elif spec.min:
-        span = f"{spec.min} {upper}" if upper else f"{spec.min} and later"
-    else:
-        span = upper
-    shown = values.get(f"{engine}_version") if engine else None
-    if shown is None and (spec.engine is None or spec.engine == values.get("engine")):
-        shown = values.get("engine_version")
-    outside = shown is not None and bool(
-        (spec.min and not at_least(str(shown), spec.min))
-        or (spec.max and not at_most(str(shown), spec.max))
-        or (spec.fixed_in and at_least(str(shown), spec.fixed_in))
-    )
-    return VersionCheck(
-        applies_to=f"{name} {span}" if span else None,
-        fixed_in=f"{name} {spec.fixed_in}" if spec.fixed_in else None,
-        shown=f"{name} {shown}" if shown is not None else None,
-        outside=outside,
-    )
-
-
-def derive(signature: Signature, values: dict[str, Any]) -> None:
-    """Add the signature's derived values (``derive:``) to ``values``."""
-    for name, arithmetic in signature.derived.items():
-        number = arithmetic.value(values)
-        if number is not None:
-            values[name] = round(number, 4)
-
-
-def primary_of(findings: list[Finding]) -> str | None:
-    """The id of the root cause: the first root-cause finding of severity error or above."""
-    return next(
-        (
-            f.id
-            for f in findings
-            if f.role is Role.ROOT_CAUSE and f.severity.rank >= Severity.ERROR.rank
-        ),
-        None,
-    )
-
-
-@dataclass
-class Draft:
-    """One occurrence of a signature, before ranking (the engine's, or preflight's)."""
-
-    signature: Signature
-    seq: int
-    values: dict[str, Any]
-    evidence: list[Evidence]
-    count: int
-    attempts: int
-    phase: str | None
-    confidence: Confidence
-    unit: str | None
-    versions: VersionCheck = field(default_factory=lambda: VersionCheck())
 
 
 _QUANTITY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$")
@@ -808,134 +714,6 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
         seen.add(key)
         evidence.append(_record_evidence(record, stamp, unit))
     return evidence
-
-
-def _texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]) -> list[str]:
-    out = []
-    for item in items:
-        if all(signature.condition(c).holds(values) for c in item.when):
-            filled = expr.fill(item.text, values)
-            if filled is not None:
-                out.append(filled)
-    return out
-
-
-def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
-    """Index of the first patch whose conditions hold and whose fields all have values."""
-    for index, spec in enumerate(signature.patches):
-        if not all(signature.condition(c).holds(values) for c in spec.when):
-            continue
-        templates = [*spec.env_set.values(), *spec.args_add, *spec.unit_set.values()]
-        if all(expr.fill(t, values) is not None for t in templates):
-            return index
-    return None
-
-
-def _patch(
-    signature: Signature, values: Mapping[str, Any], unit: str | None
-) -> tuple[Patch | None, str | None]:
-    """The chosen patch, filled in, and its note. A chosen patch with no changes in it
-    means "no config change helps here"."""
-    default_note = expr.fill(signature.patch_note, values) if signature.patch_note else None
-    index = choose_patch(signature, values)
-    if index is None:
-        return None, default_note
-    spec = signature.patches[index]
-    note = expr.fill(spec.note, values) if spec.note else default_note
-    patch = Patch(
-        env_set={k: expr.fill(v, values) or v for k, v in spec.env_set.items()},
-        env_unset=list(spec.env_unset),
-        args_add=[expr.fill(a, values) or a for a in spec.args_add],
-        args_remove=list(spec.args_remove),
-        unit_set={k: expr.fill(v, values) or v for k, v in spec.unit_set.items()},
-    )
-    if patch.is_empty():
-        return None, note
-    return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
-
-
-def _is_failure(signature: Signature) -> bool:
-    return signature.role is Role.ROOT_CAUSE and signature.severity.rank >= Severity.ERROR.rank
-
-
-def rank(drafts: list[Draft]) -> list[Finding]:
-    """One primary root cause: the first specific failure (lowest ``seq``); the rest follow
-    from it. Findings are built here, texts and patches filled from each draft's values."""
-    superseded = {s for d in drafts for s in d.signature.supersedes}
-    drafts = [d for d in drafts if d.signature.id not in superseded]
-    if any(not d.signature.generic and _is_failure(d.signature) for d in drafts):
-        drafts = [d for d in drafts if not d.signature.generic]  # only when nothing else fits
-
-    def order(d: Draft) -> tuple[bool, int, int]:
-        return (d.signature.generic, d.seq, -d.signature.severity.rank)
-
-    causes = sorted((d for d in drafts if _is_failure(d.signature)), key=order)
-    if not causes:  # nothing explains the symptoms: the first symptom is the story
-        causes = sorted(
-            (
-                d
-                for d in drafts
-                if d.signature.role is Role.SYMPTOM
-                and d.signature.severity.rank >= Severity.ERROR.rank
-            ),
-            key=order,
-        )[:1]
-    primary = causes[0] if causes else None
-    rest = sorted(
-        (d for d in drafts if d is not primary),
-        key=lambda d: (
-            d.signature.role is Role.ADVISORY,
-            d.signature.severity.rank < Severity.ERROR.rank,
-            d.seq,
-        ),
-    )
-    ordered = ([primary] if primary else []) + rest
-    ids = {id(d): f"f{i}" for i, d in enumerate(ordered, 1)}
-    findings = []
-    for draft in ordered:
-        signature = draft.signature
-        if draft is primary:
-            role, caused_by = Role.ROOT_CAUSE, None
-        elif signature.role is Role.ADVISORY or signature.severity.rank < Severity.ERROR.rank:
-            role, caused_by = Role.ADVISORY, None
-        else:
-            role, caused_by = Role.SYMPTOM, (ids[id(primary)] if primary else None)
-        values = draft.values
-        patch, patch_note = _patch(signature, values, draft.unit)
-        findings.append(
-            Finding(
-                id=ids[id(draft)],
-                signature=signature.id,
-                category=signature.category,
-                severity=signature.severity,
-                role=role,
-                caused_by=caused_by,
-                title=signature.title,
-                explanation=" ".join(
-                    [*_texts(signature, signature.explanation, values), *draft.versions.notes()]
-                ),
-                confidence=draft.confidence,
-                evidence=draft.evidence,
-                patch=patch,
-                patch_note=patch_note,
-                next_checks=_texts(signature, signature.next_checks, values),
-                hypotheses=[
-                    Hypothesis(cause=c, check=k)
-                    for h in signature.hypotheses
-                    if all(signature.condition(w).holds(values) for w in h.when)
-                    and (c := expr.fill(h.cause, values)) is not None
-                    and (k := expr.fill(h.check, values)) is not None
-                ],
-                alternatives=_texts(signature, signature.alternatives, values),
-                references=list(signature.references),
-                count=draft.count,
-                attempts=draft.attempts,
-                phase=draft.phase,
-                applies_to=draft.versions.applies_to,
-                fixed_in=draft.versions.fixed_in,
-            )
-        )
-    return findings
 
 
 def diagnose(

@@ -25,8 +25,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.engine import Draft, derive, primary_of, rank
 from diagnose.core.models import Diagnosis, Evidence, InputSummary
+from diagnose.core.ranking import Draft, derive, primary_of, rank
 from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
