@@ -6,16 +6,18 @@ import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from diagnose.core.errors import UserError
-from diagnose.core.signature import Pattern, Relations, Signature
+from diagnose.core.signature import Architectures, Pattern, Relations, Signature
 
 FACTS_FILE = "_facts.yaml"
 RELATIONS_FILE = "_relations.yaml"
+ARCHITECTURES_FILE = "_architectures.yaml"
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -116,15 +118,30 @@ def _read_data(path: Path, what: str) -> object:
         raise UserError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
 
 
+_Data = TypeVar("_Data", bound=BaseModel)
+
+
+def _load_model(path: Path, what: str, model: type[_Data]) -> _Data:
+    """A data file beside the signatures, checked against its schema."""
+    try:
+        return model.model_validate(_read_data(path, what))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
+
+
 @functools.cache
 def load_relations(directory: Path | None = None) -> Relations:
     """Which signature wins over which (``_relations.yaml``), for the ranking."""
     path = (directory or builtin_dir()) / RELATIONS_FILE
-    try:
-        return Relations.model_validate(_read_data(path, "relations file"))
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
+    return _load_model(path, "relations file", Relations)
+
+
+@functools.cache
+def load_architectures(directory: Path | None = None) -> Architectures:
+    """Facts about model architectures (``_architectures.yaml``), for preflight."""
+    path = (directory or builtin_dir()) / ARCHITECTURES_FILE
+    return _load_model(path, "architectures file", Architectures)
 
 
 @functools.cache

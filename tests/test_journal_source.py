@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.core.errors import UserError
+from diagnose.core.units import unit_name
 from diagnose.inputs import journal as source
 from tests import journalgen
 
@@ -169,10 +170,10 @@ def test_a_unit_with_no_entries_gives_an_empty_scope(loop_journal: Path, reader:
 
 
 def test_unit_names_and_times() -> None:
-    assert source.unit_name("sglang-qwen") == "sglang-qwen.service"
-    assert source.unit_name("a@b.service") == "a@b.service"
+    assert unit_name("sglang-qwen") == "sglang-qwen.service"
+    assert unit_name("a@b.service") == "a@b.service"
     with pytest.raises(UserError):
-        source.unit_name("../x")
+        unit_name("../x")
     now = source.parse_time("@1772538790")
     assert source.parse_time("-2h", now) == now - timedelta(hours=2)
     assert source.parse_time("@1772538790.5").microsecond == 500000

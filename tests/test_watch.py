@@ -16,6 +16,7 @@ from diagnose.commands.watch import GpuPoller, Watcher, watch
 from diagnose.core.engine import Engine
 from diagnose.inputs.follow import follow
 from diagnose.library import load_facts, load_library
+from diagnose.render.live import clock_time
 from tests.conftest import fake_nvidia_smi
 
 START = datetime(2026, 3, 5, 9, 0, 0, tzinfo=timezone.utc)
@@ -177,3 +178,10 @@ def test_gpu_snapshots_join_a_live_stall(tmp_path: Path, monkeypatch: pytest.Mon
     assert any(
         e.source == "nvidia-smi" and "1143 MiB" in e.message for e in stall.evidence if e.message
     )
+
+
+def test_watch_shows_times_in_utc_and_says_so() -> None:
+    """One rule for every time diagnose shows or writes: UTC, with the zone shown."""
+    berlin = timezone(timedelta(hours=1))
+    assert clock_time(datetime(2026, 3, 2, 10, 14, 7, tzinfo=berlin)) == "09:14:07Z"
+    assert clock_time(datetime(2026, 3, 2, 9, 14, 7, tzinfo=timezone.utc)) == "09:14:07Z"

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.core.errors import UserError
-from diagnose.inputs.journal import unit_name
+from diagnose.core.units import check_unit_name, unit_name
 from diagnose.systemd.apply import (
     DROPIN_DIR,
     Applied,
-    check_unit_name,
     dropin_path,
     install_file,
     unit_path,

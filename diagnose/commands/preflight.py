@@ -23,10 +23,10 @@ import yaml
 from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.core.units import unit_name
 from diagnose.engines import profile
 from diagnose.inputs import gpu
 from diagnose.inputs.gpu import GpuSnapshot
-from diagnose.inputs.journal import unit_name
 from diagnose.library import builtin_dir, load_library
 from diagnose.preflight.checks import (
     COMMAND_LINE,

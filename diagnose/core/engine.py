@@ -49,6 +49,7 @@ from diagnose.core.signature import (
     Signature,
 )
 from diagnose.core.tracebacks import TRACEBACK_START
+from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import profiles
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
@@ -63,7 +64,6 @@ error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
 _MAIN_ROLES = ("match", "step", "after")
 _ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
-_UNIT_IN_TEXT = re.compile(r"^(?P<unit>[\w@.:\\-]+\.service): ")
 
 
 @dataclass(slots=True)
@@ -235,7 +235,7 @@ class Engine:
         return phase if begun >= attempt_start else None
 
     def _observe_systemd(self, record: Record) -> None:
-        unit = _UNIT_IN_TEXT.match(record.text) or _ATTEMPT_START.match(record.text)
+        unit = SERVICE_PREFIX.match(record.text) or _ATTEMPT_START.match(record.text)
         if unit:
             name = unit.group("unit")
             self.unit_counts[name] = self.unit_counts.get(name, 0) + 1

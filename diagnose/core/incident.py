@@ -17,6 +17,7 @@ from datetime import datetime
 
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import TRACEBACK_START
+from diagnose.engines import benign_lines
 
 LAST_LINES = 5
 """Application lines kept from just before the process exited."""
@@ -51,11 +52,8 @@ _ERROR = re.compile(
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
 _LEVEL_NOT_ERROR = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 _LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
-_BENIGN = re.compile(
-    r"can be ignored|Unable to register cu(?:DNN|FFT|BLAS) factory"
-    r"|computation placer already registered|absl::InitializeLog"
-    r"|\bcode=4\d\d\b|HTTP/\d(?:\.\d)?\"? \d{3}\b|\bWarning: "
-)
+_BENIGN = re.compile("|".join(benign_lines()))
+"""Known noise, from the engine profiles."""
 _NOT_A_FAILURE = re.compile(
     r"^(?:KeyboardInterrupt|SystemExit|(?:asyncio\.(?:exceptions\.)?)?CancelledError)\b"
 )

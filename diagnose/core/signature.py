@@ -377,3 +377,17 @@ class Relations(_Schema):
         default_factory=dict,
         description="signature id -> the ones it explains more precisely (they are dropped).",
     )
+
+
+class HybridArchitectures(_Schema):
+    """Models that mix attention with Mamba / linear-attention layers."""
+
+    architectures: list[str] = Field(description="Prefixes of config.json `architectures`.")
+    layer_types: list[str] = Field(description="`layer_types` entries of such layers.")
+    config_keys: list[str] = Field(description="Prefixes of config keys only they have.")
+
+
+class Architectures(_Schema):
+    """Facts about model architectures (``_architectures.yaml``)."""
+
+    hybrid: HybridArchitectures

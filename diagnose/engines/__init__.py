@@ -34,6 +34,11 @@ def profile(name: str | None) -> EngineProfile:
     return next((p for p in profiles() if p.name == name), generic)
 
 
+def benign_lines() -> tuple[str, ...]:
+    """Every profile's known-noise regexes, the generic ones first."""
+    return (*profile(None).benign_lines, *(line for p in profiles() for line in p.benign_lines))
+
+
 def display_name(name: str | None) -> str:
     """``SGLang``, ``vLLM``; ``the engine`` for an unknown one."""
     return profile(name).display_name

@@ -58,6 +58,10 @@ class EngineProfile(Protocol):
         """The lines that announce each startup phase; launch banners first."""
 
     @property
+    def benign_lines(self) -> Sequence[str]:
+        """Regexes of lines that look like errors and are known noise."""
+
+    @property
     def flag_aliases(self) -> Mapping[str, str]:
         """Launch flag (as an identifier) -> the one name preflight reasons with."""
 
@@ -84,6 +88,7 @@ class Profile:
     display_name: str
     prog: str
     phase_markers: tuple[PhaseMarkers, ...] = ()
+    benign_lines: tuple[str, ...] = ()
     flag_aliases: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     executable: str | None = None

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from diagnose.core.errors import UserError
+from diagnose.core.units import unit_name
 from diagnose.inputs.files import MAX_LINE_BYTES
-from diagnose.inputs.journal import unit_name
 
 Sleep = Callable[[float], None]
 

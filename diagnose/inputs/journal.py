@@ -67,8 +67,6 @@ SCAN_FIELDS = (
     "_BOOT_ID",
 )
 
-_UNIT_NAME = re.compile(r"^[\w@.:\\-]+$")
-_SUFFIXES = (".service", ".socket", ".scope", ".target", ".timer", ".mount", ".slice", ".path")
 _JOB_START = re.compile(r"^(?:Starting|Started) (?P<unit>\S+?)(?: - .*|\.{3}|\.)?$")
 _EXITED = re.compile(
     r"^\S+: (?:Main|Control) process exited, code=(?P<code>\w+), status=(?P<status>\S+)"
@@ -102,16 +100,6 @@ _SPANS = {
 }
 
 Entry = dict[str, Any]
-
-
-def unit_name(name: str) -> str:
-    """``sglang-qwen`` -> ``sglang-qwen.service``; refuses names that are not unit names."""
-    name = name.strip()
-    if not name or not _UNIT_NAME.match(name) or ".." in name:
-        raise UserError(
-            f"{name!r}: not a unit name", help="pass it as journalctl -u takes it: sglang-qwen"
-        )
-    return name if name.endswith(_SUFFIXES) else f"{name}.service"
 
 
 def parse_time(text: str, now: datetime | None = None) -> datetime:

@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timezone
 
 from diagnose.core.records import Record
+from diagnose.core.units import NAME_CHARS, UNIT_PREFIX
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
@@ -52,9 +53,8 @@ _VLLM = re.compile(
 _VLLM_PROC_ONLY = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
 )
-_UNIT_PREFIX = re.compile(r"^(?P<unit>[\w@.:\\-]+\.(?:service|scope|socket|target|timer)): ")
 _UNIT_JOB = re.compile(
-    r"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>[\w@.:\\-]+\.service)\b"
+    rf"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>{NAME_CHARS}\.service)\b"
 )
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
 
@@ -139,7 +139,7 @@ class LineParser:
             record.origin = "kernel"
         elif ident == "systemd":  # PID 1, or a user's service manager
             record.origin = "systemd"
-            unit = _UNIT_PREFIX.match(record.text) or _UNIT_JOB.match(record.text)
+            unit = UNIT_PREFIX.match(record.text) or _UNIT_JOB.match(record.text)
             if unit:
                 record.unit = unit.group("unit")
         elif ident == "systemd-journald":

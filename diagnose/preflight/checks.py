@@ -31,30 +31,13 @@ from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
 from diagnose.inputs.gpu import GpuSnapshot
+from diagnose.library import load_architectures
 
 COMMAND_LINE = "<command line>"
 GPU_SOURCE = "nvidia-smi"
 PORT_SOURCE = "<port check>"
 FOREIGN_MIB = 1024
 """Used memory on a GPU with no process rows that counts as held (an idle H200 shows 0 MiB)."""
-
-HYBRID_ARCHITECTURES = (
-    "Qwen3NextForCausalLM",
-    "Qwen3_5MoeForConditionalGeneration",
-    "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForCausalLM",
-    "Qwen3_5ForCausalLM",
-    "NemotronH",
-    "FalconH1",
-    "GraniteMoeHybrid",
-    "Jamba",
-    "MiniMaxM1",
-    "Lfm2",
-    "KimiLinear",
-)
-"""Architecture names (prefixes) of hybrid Mamba / linear-attention models."""
-_HYBRID_LAYER_TYPES = ("linear_attention", "mamba", "mamba2", "linear_attn", "ssm", "gdn")
-_HYBRID_KEYS = ("mamba", "ssm", "linear_attn", "linear_num_")
 
 _SPEC_FLAGS = re.compile(r"^--(?:speculative[-_]|num[-_]speculative[-_]tokens)")
 _DOCKER_VALUE_OPTIONS = {
@@ -264,14 +247,15 @@ def model_values(facts: ModelFacts) -> dict[str, Any]:
     if architectures and isinstance(architectures, list):
         values["model_arch"] = str(architectures[0])
     parts = _text_config(config)
-    hybrid = any(str(a).startswith(HYBRID_ARCHITECTURES) for a in architectures)
+    known = load_architectures().hybrid
+    hybrid = any(str(a).startswith(tuple(known.architectures)) for a in architectures)
     for part in parts:
         layer_types = part.get("layer_types") or []
         if isinstance(layer_types, list) and any(
-            str(t).lower() in _HYBRID_LAYER_TYPES for t in layer_types
+            str(t).lower() in known.layer_types for t in layer_types
         ):
             hybrid = True
-        if any(str(key).startswith(_HYBRID_KEYS) for key in part):
+        if any(str(key).startswith(tuple(known.config_keys)) for key in part):
             hybrid = True
         if "max_position_embeddings" in part and "model_max_context" not in values:
             values["model_max_context"] = part["max_position_embeddings"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -51,13 +51,20 @@ def status_panel(
     return Group(*parts)
 
 
+def clock_time(at: datetime) -> str:
+    """A time of day as diagnose shows every time: in UTC, and saying so (``09:14:07Z``);
+    reports and postmortem file names use UTC too."""
+    aware = at if at.tzinfo is not None else at.astimezone()
+    return aware.astimezone(timezone.utc).strftime("%H:%M:%SZ")
+
+
 def finding_line(finding: Finding, at: datetime) -> str:
     """One plain line per finding, for logs and pipes."""
     return (
-        f"{at.strftime('%H:%M:%S')} {finding.severity.value.upper()} {finding.category}: "
+        f"{clock_time(at)} {finding.severity.value.upper()} {finding.category}: "
         f"{finding.title} ({finding.signature})"
     )
 
 
 def phase_line(phase: str, at: datetime) -> str:
-    return f"{at.strftime('%H:%M:%S')} phase: {PHASE_WORDS.get(phase, phase)}"
+    return f"{clock_time(at)} phase: {PHASE_WORDS.get(phase, phase)}"

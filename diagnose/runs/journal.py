@@ -13,6 +13,7 @@ from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
+from diagnose.core.units import unit_name
 from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
 from diagnose.inputs.pipeline import journal_prefilter
@@ -65,7 +66,7 @@ def journal_query(options: JournalOptions) -> source.JournalQuery:
     if since and until and since > until:
         raise UserError("--since is after --until")
     return source.JournalQuery(
-        unit=source.unit_name(options.unit),
+        unit=unit_name(options.unit),
         location=source.JournalLocation(list(options.files), options.directory),
         boot=options.boot,
         since=since,

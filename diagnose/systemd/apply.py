@@ -8,19 +8,18 @@ commands to run.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.atomic import write_atomically
 from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
+from diagnose.core.units import check_unit_name
 
 DROPIN_MODE = 0o644
 """Unit files and drop-ins are world-readable, as systemd's own are."""
 
 DROPIN_DIR = "etc/systemd/system"
-_UNIT = re.compile(r"^[A-Za-z0-9_.:@\\-]+\.(?:service|socket|mount|timer|path|slice|scope|target)$")
 
 
 @dataclass(frozen=True)
@@ -31,13 +30,6 @@ class Applied:
 
     def commands(self, unit: str) -> list[str]:
         return ["systemctl daemon-reload", f"systemctl restart {unit}"]
-
-
-def check_unit_name(unit: str) -> str:
-    """``unit`` when it is a full unit name diagnose may write files for, else a user error."""
-    if not _UNIT.match(unit) or unit.startswith(".") or ".." in unit:
-        raise UserError(f"{unit!r}: not a unit name I can write a drop-in for")
-    return unit
 
 
 def unit_path(unit: str, root: Path = Path("/")) -> Path:
