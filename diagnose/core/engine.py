@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from diagnose.core import expr
+from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
 from diagnose.core.models import (
     Confidence,
@@ -63,7 +64,6 @@ ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START, *E
 error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
 _MAIN_ROLES = ("match", "step", "after")
-_ATTEMPT_START = re.compile(r"^(?:Started|Starting) (?P<unit>\S+\.service)\b")
 
 
 @dataclass(slots=True)
@@ -127,9 +127,7 @@ class Engine:
         self._records_seen = False
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
-        self._attempt_has_app_lines = False
-        self._launch_markers: set[str] = set()
-        """Launch banners seen in this attempt: the same banner again is a new start."""
+        self._attempts = AttemptCounter()
         self._phases: dict[str | None, list[tuple[int, str]]] = {}
         """Per rank (None: any rank), the seq at which each startup phase began."""
         self.unit_counts: dict[str, int] = {}
@@ -199,20 +197,20 @@ class Engine:
             self._last_ts = record.ts
         if record.engine:
             self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
+        phase = phase_of(record.text, record.engine) if record.origin == "app" else None
+        banner = launch_marker(record.text) if phase == "launch" else None
+        if self._attempts.begins_attempt(record, banner):
+            self._new_attempt(record.ts, record.seq)
         if record.origin == "systemd":
-            self._observe_systemd(record)
+            unit = SERVICE_PREFIX.match(record.text) or NAMED_JOB_START.match(record.text)
+            if unit:
+                name = unit.group("unit")
+                self.unit_counts[name] = self.unit_counts.get(name, 0) + 1
             return
         if record.origin != "app":
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
-        phase = phase_of(record.text, record.engine)
-        marker = launch_marker(record.text) if phase == "launch" else None
-        if marker is not None and marker in self._launch_markers:
-            self._new_attempt(record.ts, record.seq)
-        if marker is not None:
-            self._launch_markers.add(marker)
-        self._attempt_has_app_lines = True
         if phase is not None:
             for rank in {record.rank, None}:
                 history = self._phases.setdefault(rank, [])
@@ -234,21 +232,11 @@ class Engine:
         attempt_start = self._attempt_starts[attempt - 1] if attempt else -1
         return phase if begun >= attempt_start else None
 
-    def _observe_systemd(self, record: Record) -> None:
-        unit = SERVICE_PREFIX.match(record.text) or _ATTEMPT_START.match(record.text)
-        if unit:
-            name = unit.group("unit")
-            self.unit_counts[name] = self.unit_counts.get(name, 0) + 1
-        if _ATTEMPT_START.match(record.text) and self._attempt_has_app_lines:
-            self._new_attempt(record.ts, record.seq)
-
     def _new_attempt(self, ts: datetime | None, seq: int) -> None:
         for state in self._states:
             if state.window is not None:
                 self._close_window(state, ts)
         self._attempt_starts.append(seq)
-        self._attempt_has_app_lines = False
-        self._launch_markers = set()
 
     def _match(self, state: _State, pattern: Pattern, event: Event) -> Hit | None:
         try:

@@ -1,0 +1,58 @@
+"""Every patch in the library, checked on argument sets: applied to a command line that holds
+the flags it removes, each added flag ends up there once with its value, and each removed
+flag that is not added back is gone. A patch that adds and removes the same flag cannot
+contradict itself this way, whatever a snapshot shows."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from diagnose.core.models import Patch
+from diagnose.core.signature import PatchSpec
+from diagnose.library import load_library
+from diagnose.systemd.unit import patched_argv
+
+_FIELD = re.compile(r"\{[^{}]+\}")
+
+
+def _patches() -> list:
+    params = []
+    for signature in load_library(include_user_dirs=False):
+        specs = [*signature.patches, *(p for rule in signature.preflight for p in rule.patches)]
+        for index, spec in enumerate(specs):
+            if spec.args_add or spec.args_remove:
+                params.append(pytest.param(spec, id=f"{signature.id}[{index}]"))
+    return params
+
+
+def _flag_values(argv: list[str]) -> dict[str, list[list[str]]]:
+    """Each flag of ``argv`` (``_`` and ``-`` alike) with the values that follow it."""
+    found: dict[str, list[list[str]]] = {}
+    for word in argv[1:]:
+        if word.startswith("-") and not word.lstrip("-").replace(".", "").isdigit():
+            found.setdefault(word.replace("_", "-"), []).append([])
+        elif found:
+            next(reversed(found.values()))[-1].append(word)
+    return found
+
+
+@pytest.mark.parametrize("spec", _patches())
+def test_a_patch_leaves_a_consistent_command_line(spec: PatchSpec) -> None:
+    filled = [_FIELD.sub("7", word) for word in spec.args_add]
+    before = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/models/m"]
+    for flag in spec.args_remove:
+        before += [flag, "1"]
+    after = _flag_values(patched_argv(before, Patch(args_add=filled, args_remove=spec.args_remove)))
+    added: dict[str, list[str]] = {}
+    for word in filled:
+        if word.startswith("-"):
+            added[word.replace("_", "-")] = []
+        elif added:
+            next(reversed(added.values())).append(word)
+    for flag, values in added.items():
+        assert after.get(flag) == [values], f"{flag}: {after.get(flag)}"
+    for flag in spec.args_remove:
+        if flag.replace("_", "-") not in added:
+            assert flag.replace("_", "-") not in after, f"{flag} is still there"
