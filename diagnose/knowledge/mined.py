@@ -1,0 +1,226 @@
+"""What the engines' own releases say, as mined by ``scripts/mine_knowledge.py``.
+
+Files under ``knowledge/mined/``: per engine, the launch-flag table of each release
+(``<engine>/flags/<version>.json``), the flags added and removed between releases
+(``flag_changes.json``), environment variables (``env_vars.json``) and message templates
+(``templates.jsonl.gz``); ``libraries/`` and ``native/`` hold the messages and result codes of
+the libraries under the engines. Everything loads on first use and is cached.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from diagnose.core.versions import release
+from diagnose.knowledge.issue_base import knowledge_dir
+
+ENGINES = ("sglang", "vllm")
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class FlagOption(_Data):
+    """One option of a launch parser, as the parser itself defines it."""
+
+    flags: tuple[str, ...]
+    dest: str
+    action: str
+    type: str | None = None
+    choices: tuple[Any, ...] | None = None
+    nargs: Any = None
+    required: bool = False
+    default: Any = None
+    deprecated: bool = False
+    successor: str | None = None
+    help: str | None = None
+
+
+class ParserFacts(_Data):
+    parser_class: str = Field(alias="class")
+    allow_abbrev: bool
+    prefix_chars: str
+    underscores_as_dashes: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class FlagLookup:
+    """How a parser reads one command-line option."""
+
+    given: str
+    outcome: Literal["exact", "abbreviation", "ambiguous", "unknown"]
+    option: FlagOption | None = None
+    candidates: tuple[str, ...] = ()
+
+
+class FlagTable(_Data):
+    """The launch options of one engine release."""
+
+    engine: str
+    version: str
+    parser: ParserFacts
+    options: tuple[FlagOption, ...]
+
+    def _by_flag(self) -> dict[str, FlagOption]:
+        return {flag: option for option in self.options for flag in option.flags}
+
+    def lookup(self, given: str) -> FlagLookup:
+        """Resolve ``--name`` (or ``--name=value``) the way this release's parser does:
+        underscores per engine, then an exact match, then a unique prefix when abbreviations
+        are allowed."""
+        name = given.split("=", 1)[0]
+        if self.parser.underscores_as_dashes and name.startswith("--"):
+            head, dot, rest = name[2:].partition(".")
+            name = "--" + head.replace("_", "-") + dot + rest
+        by_flag = self._by_flag()
+        if name in by_flag:
+            return FlagLookup(given, "exact", by_flag[name])
+        if self.parser.allow_abbrev and name.startswith("--"):
+            candidates = tuple(sorted(flag for flag in by_flag if flag.startswith(name)))
+            if len(candidates) == 1:
+                return FlagLookup(given, "abbreviation", by_flag[candidates[0]], candidates)
+            if candidates:
+                return FlagLookup(given, "ambiguous", None, candidates)
+        return FlagLookup(given, "unknown")
+
+
+class RemovedFlag(_Data):
+    flag: str
+    kind: Literal["renamed", "split", "removed"]
+    successors: tuple[str, ...]
+
+
+class FlagChange(_Data):
+    """What changed in the launch options from one release to the next."""
+
+    from_version: str = Field(alias="from")
+    to_version: str = Field(alias="to")
+    added: tuple[str, ...]
+    removed: tuple[RemovedFlag, ...]
+
+
+class EnvVar(_Data):
+    """An environment variable an engine declares or reads."""
+
+    name: str
+    type: str
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    versions: tuple[str, ...]
+    declared_in: tuple[str, ...]
+    modules: tuple[str, ...]
+    validated_by: tuple[str, ...]
+
+
+class MinedTemplate(_Data):
+    """A message as the source writes it; holes are ``{name}``, ``{name:int}``, ``{name:float}``."""
+
+    id: str
+    text: str
+    holes: tuple[str, ...]
+    kind: str
+    level: str
+    exception: str | None = None
+    module: str
+    function: str
+    startup: bool
+    versions: tuple[str, ...]
+    engine: str | None = None
+    library: str | None = None
+
+
+def mined_dir() -> Path:
+    return knowledge_dir() / "mined"
+
+
+def _json(relative: str) -> Any:
+    return json.loads((mined_dir() / relative).read_text(encoding="utf-8"))
+
+
+@cache
+def versions(engine: str) -> tuple[str, ...]:
+    """The releases mined for ``engine``, oldest first."""
+    found = [path.stem for path in (mined_dir() / engine / "flags").glob("*.json")]
+    return tuple(sorted(found, key=lambda version: release(version) or ()))
+
+
+def nearest_version(engine: str, version: str | None) -> str | None:
+    """The mined release to use for ``version``: itself, else the newest mined release not
+    after it, else the oldest; the newest when the version is unknown."""
+    known = versions(engine)
+    if not known:
+        return None
+    wanted = release(version) if version else None
+    if wanted is None:
+        return known[-1]
+    if version in known:
+        return version
+    not_after = [candidate for candidate in known if (release(candidate) or ()) <= wanted]
+    return not_after[-1] if not_after else known[0]
+
+
+@cache
+def flag_table(engine: str, version: str) -> FlagTable:
+    return FlagTable.model_validate(_json(f"{engine}/flags/{version}.json"))
+
+
+@cache
+def flag_changes(engine: str) -> tuple[FlagChange, ...]:
+    return tuple(
+        FlagChange.model_validate(change) for change in _json(f"{engine}/flag_changes.json")
+    )
+
+
+def flag_history(engine: str, flag: str, version: str) -> RemovedFlag | None:
+    """The latest removal of ``flag`` at or before ``version`` (renamed, split or removed)."""
+    wanted = release(version) or ()
+    found = None
+    for change in flag_changes(engine):
+        if (release(change.to_version) or ()) > wanted:
+            break
+        for removed in change.removed:
+            if removed.flag == flag:
+                found = removed
+        if flag in change.added:
+            found = None
+    return found
+
+
+@cache
+def env_vars(engine: str) -> dict[str, EnvVar]:
+    return {row["name"]: EnvVar.model_validate(row) for row in _json(f"{engine}/env_vars.json")}
+
+
+def _jsonl_gz(relative: str) -> list[dict[str, Any]]:
+    with gzip.open(mined_dir() / relative, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+@cache
+def templates(source: str) -> tuple[MinedTemplate, ...]:
+    """Templates of an engine (``sglang``, ``vllm``) or of the libraries (``libraries``)."""
+    return tuple(
+        MinedTemplate.model_validate(row) for row in _jsonl_gz(f"{source}/templates.jsonl.gz")
+    )
+
+
+@cache
+def result_codes(table: str) -> dict[int, dict[str, Any]]:
+    """A native result-code table by code: ``cuda_runtime_errors``, ``cuda_driver_errors``,
+    ``nccl_results`` or ``errno``."""
+    return {entry["code"]: entry for entry in _json(f"native/{table}.json")["codes"]}
+
+
+@cache
+def native_strings() -> tuple[dict[str, str], ...]:
+    """Fixed strings of the native libraries, each with its library, version and file."""
+    return tuple(_jsonl_gz("native/strings.jsonl.gz"))
