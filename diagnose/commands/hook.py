@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.core.dropin import escape_literal, quote_word
 from diagnose.core.errors import UserError
 from diagnose.core.units import check_unit_name, unit_name
 from diagnose.systemd.apply import (
@@ -81,15 +82,6 @@ def diagnose_command(path: str | None = None) -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "diagnose"]
 
 
-def _exec_word(word: str) -> str:
-    """One word of an ``ExecStart=`` line: specifiers and variables kept literal, quoted when
-    it holds spaces."""
-    escaped = word.replace("%", "%%").replace("$", "$$")
-    if any(ch in escaped for ch in " \t\"'\\;"):
-        return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return escaped
-
-
 def dropin_text() -> str:
     return (
         "# Written by diagnose hook install; diagnose hook remove takes it away.\n"
@@ -101,8 +93,8 @@ def dropin_text() -> str:
 
 
 def template_text(command: list[str], directory: Path = POSTMORTEM_DIR) -> str:
-    words = [_exec_word(word) for word in [*command, "postmortem", "write"]]
-    exec_start = " ".join([*words, "-u", "%i", "--dir", _exec_word(str(directory))])
+    words = [quote_word(escape_literal(word)) for word in [*command, "postmortem", "write"]]
+    exec_start = " ".join([*words, "-u", "%i", "--dir", quote_word(escape_literal(str(directory)))])
     return (
         "# Written by diagnose hook install; diagnose hook remove takes it away.\n"
         "# The instance is the failed unit's full name (OnFailure=diagnose-postmortem@%n.service)\n"

@@ -1,22 +1,40 @@
-"""Render a patch as a systemd drop-in (pure text; writing it is the CLI's business)."""
+"""systemd text: the one quoting function for unit-file words, and a patch rendered as a
+drop-in (pure text; writing it is the CLI's business)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 
 from diagnose.core.models import Patch
 
 DROPIN_NAME = "50-diagnose.conf"
+_SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
 
 
-def _quote_assignment(key: str, value: str) -> str:
-    """``Environment=`` quoting: one double-quoted word, with backslash escapes."""
-    assignment = f"{key}={value}"
-    if any(ch in assignment for ch in " \t\"\\'$%;"):
-        escaped = assignment.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
-        return f'"{escaped}"'
-    return assignment
+def quote_word(word: str) -> str:
+    """``word`` as one unit-file word that systemd (and ``systemd/unit.split_words``) reads
+    back unchanged."""
+    if word and _SAFE_WORD.match(word):
+        return word
+    if "'" not in word and "\\" not in word and not any(c in word for c in "\n\r\t\a\b\f\v"):
+        return f"'{word}'"
+    escaped = (
+        word.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+    return f'"{escaped}"'
+
+
+def escape_literal(word: str, variables: bool = True) -> str:
+    """A literal value for a unit file: ``%`` doubled so no specifier expands, and ``$``
+    doubled where variables expand (``ExecStart=``; not ``Environment=``)."""
+    escaped = word.replace("%", "%%")
+    return escaped.replace("$", "$$") if variables else escaped
 
 
 def render_dropin(
@@ -37,7 +55,8 @@ def render_dropin(
     sections: dict[str, list[str]] = {"Service": []}
     service = sections["Service"]
     for key, value in patch.env_set.items():
-        service.append(f"Environment={_quote_assignment(key, value)}")
+        assignment = escape_literal(f"{key}={value}", variables=False)
+        service.append(f"Environment={quote_word(assignment)}")
     if patch.env_unset:
         service.append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():

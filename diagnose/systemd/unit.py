@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.core.dropin import DROPIN_NAME, render_dropin
+from diagnose.core.dropin import DROPIN_NAME, escape_literal, quote_word, render_dropin
 from diagnose.core.errors import UserError
 from diagnose.core.models import Patch
 
@@ -57,7 +57,6 @@ _ESCAPES = {
     "'": "'",
     "s": " ",
 }
-_SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -160,27 +159,6 @@ def _unescape(text: str, i: int) -> tuple[str, int]:
     if ch == "u" and re.match(r"[0-9a-fA-F]{4}", text[i + 1 : i + 5]):
         return chr(int(text[i + 1 : i + 5], 16)), i + 5
     return "\\" + ch, i + 1  # relaxed: an unknown escape stays as written
-
-
-def quote_word(word: str) -> str:
-    """``word`` written so that :func:`split_words` (and systemd) read it back unchanged."""
-    if word and _SAFE_WORD.match(word):
-        return word
-    if "'" not in word and "\\" not in word and not any(c in word for c in "\n\r\t\a\b\f\v"):
-        return f"'{word}'"
-    escaped = (
-        word.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
-    )
-    return f'"{escaped}"'
-
-
-def escape_literal(word: str) -> str:
-    """A literal value as an ExecStart= word: ``%`` and ``$`` doubled, so nothing expands."""
-    return word.replace("%", "%%").replace("$", "$$")
 
 
 @dataclass
