@@ -563,10 +563,7 @@ class Engine:
                 "`diagnose signatures new --from FILE` drafts a signature and its fixture from "
                 "this log, for the next time."
             ],
-            references=[
-                "https://github.com/sgl-project/sglang/issues",
-                "https://github.com/vllm-project/vllm/issues",
-            ],
+            references=[p.issue_tracker for p in profiles() if p.issue_tracker],
             count=max(1, failure.attempts),
             attempts=max(1, failure.attempts),
             phase=self._phase_at(None, seq) if first is not None else self._phase_reached(),

@@ -58,6 +58,10 @@ class EngineProfile(Protocol):
         """The lines that announce each startup phase; launch banners first."""
 
     @property
+    def issue_tracker(self) -> str | None:
+        """Where its users report bugs: a failure no signature knows points there."""
+
+    @property
     def benign_lines(self) -> Sequence[str]:
         """Regexes of lines that look like errors and are known noise."""
 
@@ -88,6 +92,7 @@ class Profile:
     display_name: str
     prog: str
     phase_markers: tuple[PhaseMarkers, ...] = ()
+    issue_tracker: str | None = None
     benign_lines: tuple[str, ...] = ()
     flag_aliases: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)

@@ -8,6 +8,7 @@ PROFILE = Profile(
     name="sglang",
     display_name="SGLang",
     prog="sglang serve",
+    issue_tracker="https://github.com/sgl-project/sglang/issues",
     phase_markers=(
         PhaseMarkers("launch", ("server_args=",)),
         PhaseMarkers("dist_init", ("Init torch distributed begin.",)),

@@ -8,6 +8,7 @@ PROFILE = Profile(
     name="vllm",
     display_name="vLLM",
     prog="vllm serve",
+    issue_tracker="https://github.com/vllm-project/vllm/issues",
     phase_markers=(
         PhaseMarkers(
             "launch", ("non-default args:", "vLLM API server version", "vLLM server version")
