@@ -4,9 +4,9 @@ Its benign lines are noise every engine's log may hold (they count for all of th
 
 from __future__ import annotations
 
-from diagnose.engines.base import Profile
+from diagnose.engines.base import EngineProfile, Profile
 
-PROFILE = Profile(
+PROFILE: EngineProfile = Profile(
     name="generic",
     display_name="the engine",
     prog="the server",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.engines.base import SHARED_FLAG_ALIASES, PhaseMarkers, Profile
+from diagnose.engines.base import SHARED_FLAG_ALIASES, EngineProfile, PhaseMarkers, Profile
 
-PROFILE = Profile(
+PROFILE: EngineProfile = Profile(
     name="vllm",
     display_name="vLLM",
     prog="vllm serve",
