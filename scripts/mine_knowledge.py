@@ -87,6 +87,7 @@ class Library(PinnedFile):
     version: str
     licence: str
     python: list[str] = Field(default_factory=list)
+    python_exclude: list[str] = Field(default_factory=list)
     native: list[str] = Field(default_factory=list)
     headers: dict[str, HeaderEnum] = Field(default_factory=dict)
 
@@ -339,7 +340,10 @@ def flag_table(engine: str, version: str, described: dict[str, Any]) -> dict[str
             }
         )
     options.sort(key=lambda option: (option["flags"][0] if option["flags"] else "", option["dest"]))
-    underscores = described["parser_class"] == "FlexibleArgumentParser"
+    probed = described["probe"]
+    underscores = probed["underscores"]
+    if underscores is None:
+        underscores = described["parser_class"] == "FlexibleArgumentParser"
     return {
         "engine": engine,
         "version": version,
@@ -348,10 +352,11 @@ def flag_table(engine: str, version: str, described: dict[str, Any]) -> dict[str
             "allow_abbrev": described["allow_abbrev"],
             "prefix_chars": described["prefix_chars"],
             "underscores_as_dashes": underscores,
+            "probed": probed,
             "note": (
-                "vLLM's FlexibleArgumentParser rewrites --a_b to --a-b before parsing"
+                "--a_b is read as --a-b (the name up to its first '.')"
                 if underscores
-                else "plain argparse: --a_b is a different, unknown option"
+                else "--a_b is not --a-b: argparse reports it as unrecognized"
             ),
         },
         "stubbed_modules": described["stubbed_modules"],
@@ -371,7 +376,7 @@ def _flag_index(table: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def flag_changes(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Flags added and removed between consecutive releases, with successors where found:
     a deprecation note naming one, the same destination under a new name, or a split into
-    longer flags that start with the old one."""
+    longer flags that start with the old one (which then reads as an ambiguous prefix)."""
     changes = []
     for older, newer in itertools.pairwise(tables):
         before, after = _flag_index(older), _flag_index(newer)
@@ -379,7 +384,7 @@ def flag_changes(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
         removed = []
         for flag in sorted(set(before) - set(after)):
             option = before[flag]
-            split = [new for new in added if new.startswith(flag + "-")]
+            split = sorted(new for new in after if new.startswith(flag + "-"))
             same_dest = sorted({new for new in added if after[new]["dest"] == option["dest"]})
             named = option.get("successor")
             if named in after:
@@ -498,7 +503,14 @@ def build_libraries(manifest: Manifest, outputs: Outputs) -> list[dict[str, Any]
         files = archives.load(cached(library))
         mined: list[Template] = []
         for package in library.python:
-            mined += mine_templates(archives.python_sources(files, package))
+            sources = archives.python_sources(files, package)
+            mined += mine_templates(
+                {
+                    module: source
+                    for module, source in sources.items()
+                    if not module.startswith(tuple(library.python_exclude))
+                }
+            )
         rows += merge_templates(library.name, {library.version: mined}, {"library": library.name})
         if library.native:
             for member, content in archives.binary_members(files, tuple(library.native)):

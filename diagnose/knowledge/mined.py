@@ -205,11 +205,20 @@ def _jsonl_gz(relative: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle]
 
 
+def template_rows(source: str) -> list[dict[str, Any]]:
+    """The raw rows of a templates file (the test suite validates them against the schema)."""
+    return _jsonl_gz(f"{source}/templates.jsonl.gz")
+
+
 @cache
 def templates(source: str) -> tuple[MinedTemplate, ...]:
-    """Templates of an engine (``sglang``, ``vllm``) or of the libraries (``libraries``)."""
+    """Templates of an engine (``sglang``, ``vllm``) or of the libraries (``libraries``).
+    Built without validation (six times faster): the rows are the miner's, checked by tests."""
     return tuple(
-        MinedTemplate.model_validate(row) for row in _jsonl_gz(f"{source}/templates.jsonl.gz")
+        MinedTemplate.model_construct(
+            **{**row, "holes": tuple(row["holes"]), "versions": tuple(row["versions"])}
+        )
+        for row in template_rows(source)
     )
 
 

@@ -31,12 +31,12 @@ def enum_codes(header: str, enum_name: str, prefix: str) -> list[dict[str, objec
     start = header.find(enum_name)
     if start < 0:
         return []
-    body_start = (
-        header.rfind("{", 0, start)
-        if header.rfind("}", 0, start) < header.rfind("{", 0, start)
-        else header.find("{", start)
-    )
-    body_end = header.find("}", body_start)
+    if header[:start].rstrip().endswith("}"):  # typedef enum { ... } name;
+        body_end = header[:start].rstrip().rindex("}")
+        body_start = header.rfind("{", 0, body_end)
+    else:  # enum name { ... };
+        body_start = header.find("{", start)
+        body_end = header.find("}", body_start)
     body = header[body_start + 1 : body_end]
     entries = []
     last = 0

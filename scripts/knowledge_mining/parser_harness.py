@@ -385,6 +385,40 @@ def build_parser(engine: str, root: pathlib.Path) -> tuple[argparse.ArgumentPars
     raise SystemExit(f"gave up after stubbing {sorted(finder.forced)}")
 
 
+def _accepts(parser: argparse.ArgumentParser, argv: list[str], dest: str) -> bool | None:
+    """Whether the parser takes ``argv`` and sets ``dest``; None when it cannot be tried."""
+    try:
+        namespace = parser.parse_args(argv)
+    except SystemExit:
+        return False
+    except Exception:
+        return None
+    return getattr(namespace, dest, None) is True
+
+
+def probe(parser: argparse.ArgumentParser) -> dict[str, bool | None]:
+    """Ask the parser itself how it reads ``--a_b`` and an abbreviated ``--a-``: one switch
+    with a dash in its name is given both ways, with dummy values for required options."""
+    required: list[str] = []
+    switch = None
+    for action in parser._actions:
+        long_flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        if action.required and long_flags:
+            required += [long_flags[0], "x"]
+        if switch is None and isinstance(action, argparse._StoreTrueAction):
+            dashed = [flag for flag in long_flags if "-" in flag[2:]]
+            if dashed:
+                switch = (dashed[0], action.dest)
+    if switch is None:
+        return {"underscores": None, "abbreviations": None}
+    flag, dest = switch
+    underscored = "--" + flag[2:].replace("-", "_")
+    return {
+        "underscores": _accepts(parser, [*required, underscored], dest),
+        "abbreviations": _accepts(parser, [*required, flag[:-1]], dest),
+    }
+
+
 def main() -> None:
     engine, root_text, *extra = sys.argv[1:]
     builtins.getattr = _tolerant_getattr
@@ -393,7 +427,8 @@ def main() -> None:
     output = sys.stdout
     sys.stdout = sys.stderr  # engines log to stdout while their modules load
     parser, stubbed = build_parser(engine, root)
-    json.dump({**describe(parser), "stubbed_modules": stubbed}, output, sort_keys=True)
+    description = {**describe(parser), "stubbed_modules": stubbed, "probe": probe(parser)}
+    json.dump(description, output, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,136 @@
+"""The knowledge mined from the engines' releases: in sync with its manifest, and holding what
+the engines are known to define (templates, flags, parser rules, variables, result codes)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose.knowledge import mined
+
+ROOT = Path(__file__).resolve().parent.parent
+MINER = ROOT / "scripts" / "mine_knowledge.py"
+
+
+def _load_miner():
+    spec = importlib.util.spec_from_file_location("mine_knowledge", MINER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mine_knowledge"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_outputs_match_the_manifest_and_the_miner():
+    problems = _load_miner().check()
+    assert problems == [], "run `python scripts/mine_knowledge.py build`: " + "; ".join(problems)
+
+
+def test_gzip_outputs_carry_no_timestamp():
+    for path in sorted((ROOT / "knowledge" / "mined").rglob("*.gz")):
+        assert path.read_bytes()[4:8] == b"\0\0\0\0", path
+
+
+@pytest.mark.parametrize("engine", mined.ENGINES)
+def test_at_least_six_releases_per_engine(engine):
+    assert len(mined.versions(engine)) >= 6
+
+
+def _texts(engine: str, version: str) -> set[str]:
+    return {t.text for t in mined.templates(engine) if version in t.versions}
+
+
+@pytest.mark.parametrize("version", mined.versions("sglang"))
+def test_sglang_release_has_known_flags_and_templates(version):
+    table = mined.flag_table("sglang", version)
+    for flag in ("--model-path", "--tp-size", "--mem-fraction-static", "--port"):
+        assert table.lookup(flag).outcome == "exact", flag
+    assert "Not enough memory. Please try to increase --mem-fraction-static." in _texts(
+        "sglang", version
+    )
+
+
+@pytest.mark.parametrize("version", mined.versions("vllm"))
+def test_vllm_release_has_known_flags_and_templates(version):
+    table = mined.flag_table("vllm", version)
+    for flag in ("--max-model-len", "--tensor-parallel-size", "--gpu-memory-utilization"):
+        assert table.lookup(flag).outcome == "exact", flag
+    assert any(
+        text.startswith("Engine core initialization failed.") for text in _texts("vllm", version)
+    )
+
+
+def test_underscores_are_an_error_for_sglang_and_fine_for_vllm():
+    sglang = mined.flag_table("sglang", mined.versions("sglang")[-1])
+    vllm = mined.flag_table("vllm", mined.versions("vllm")[-1])
+    assert not sglang.parser.underscores_as_dashes
+    assert sglang.lookup("--mem_fraction_static").outcome == "unknown"
+    assert vllm.parser.underscores_as_dashes
+    found = vllm.lookup("--max_model_len=4096")
+    assert found.outcome == "exact" and found.option is not None
+    assert found.option.dest == "max_model_len"
+
+
+def test_abbreviations_resolve_as_argparse_does():
+    table = mined.flag_table("sglang", mined.versions("sglang")[-1])
+    assert table.parser.allow_abbrev
+    unique = table.lookup("--mem-fraction-stat")
+    assert unique.outcome == "abbreviation" and unique.candidates == ("--mem-fraction-static",)
+    ambiguous = table.lookup("--tokenizer")
+    assert ambiguous.outcome == "ambiguous" and len(ambiguous.candidates) > 1
+
+
+def test_choices_are_the_parsers():
+    table = mined.flag_table("sglang", mined.versions("sglang")[-1])
+    option = table.lookup("--tokenizer-mode").option
+    assert option is not None and option.choices is not None and "auto" in option.choices
+
+
+def test_flag_changes_name_successors():
+    changes = mined.flag_changes("sglang")
+    assert len(changes) == len(mined.versions("sglang")) - 1
+    removed = [item for change in changes for item in change.removed]
+    assert removed, "ten releases without a single removed flag is implausible"
+    for item in removed:
+        assert item.kind == "removed" or item.successors
+
+
+def test_environment_variables_have_types_and_defaults():
+    vllm = mined.env_vars("vllm")
+    assert vllm["VLLM_HOST_IP"].type == "str" and vllm["VLLM_HOST_IP"].declared_in
+    sglang = mined.env_vars("sglang")
+    assert sglang["SGLANG_USE_MODELSCOPE"].type == "bool"
+    assert sglang["SGLANG_USE_MODELSCOPE"].default is False
+    assert len(sglang) > 500 and len(vllm) > 250
+
+
+def test_result_codes_from_the_headers():
+    assert mined.result_codes("cuda_runtime_errors")[802]["name"] == "cudaErrorSystemNotReady"
+    assert mined.result_codes("cuda_driver_errors")[802]["name"] == "CUDA_ERROR_SYSTEM_NOT_READY"
+    assert mined.result_codes("nccl_results")[1]["name"] == "ncclUnhandledCudaError"
+    assert mined.result_codes("errno")[98]["name"] == "EADDRINUSE"
+
+
+def test_library_templates_and_native_strings_name_their_source():
+    libraries = {t.library for t in mined.templates("libraries")}
+    assert {"flashinfer-python", "torch", "triton"} <= libraries
+    strings = mined.native_strings()
+    assert {"nvidia-nccl-cu13", "nvidia-cuda-runtime"} <= {row["library"] for row in strings}
+
+
+@pytest.mark.parametrize("source", [*mined.ENGINES, "libraries"])
+def test_every_template_row_fits_the_schema_and_names_its_source(source):
+    for row in mined.template_rows(source):
+        template = mined.MinedTemplate.model_validate(row)
+        assert template.versions and template.module
+        assert (template.engine == source) if source != "libraries" else template.library
+
+
+def test_templates_file_is_gzip_jsonl():
+    path = mined.mined_dir() / "sglang" / "templates.jsonl.gz"
+    with gzip.open(path, "rt") as handle:
+        assert handle.readline().startswith("{")
