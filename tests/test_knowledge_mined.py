@@ -134,3 +134,29 @@ def test_templates_file_is_gzip_jsonl():
     path = mined.mined_dir() / "sglang" / "templates.jsonl.gz"
     with gzip.open(path, "rt") as handle:
         assert handle.readline().startswith("{")
+
+
+def test_a_message_naming_a_flag_the_release_lacks_is_seen_as_stale():
+    table = mined.flag_table("sglang", "0.5.23")
+    found = table.mentioned("... or lower --cuda-graph-max-bs. Or set --mem-fraction-static.")
+    assert [lookup.outcome for lookup in found] == ["ambiguous", "exact"]
+    assert mined.flag_history("sglang", "--cuda-graph-max-bs", "0.5.23").kind == "split"
+
+
+def test_did_you_mean_for_flags_and_variables():
+    table = mined.flag_table("sglang", "0.5.23")
+    assert "--mem-fraction-static" in table.close_flags("--mem-fraction-statc")
+    assert "VLLM_HOST_IP" in mined.close_env_vars("vllm", "VLLM_HOSTIP")
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "expected"),
+    [
+        ("sglang", "0.5.23", "0.5.23"),
+        ("sglang", "0.5.99", "0.5.23"),
+        ("vllm", "0.1.0", "0.27.1"),
+        ("vllm", None, "0.34.0"),
+    ],
+)
+def test_nearest_version(engine, version, expected):
+    assert mined.nearest_version(engine, version) == expected

@@ -9,8 +9,10 @@ the libraries under the engines. Everything loads on first use and is cached.
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,6 +24,7 @@ from diagnose.core.versions import release
 from diagnose.knowledge.issue_base import knowledge_dir
 
 ENGINES = ("sglang", "vllm")
+_FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9_.-]*[a-z0-9]", re.I)
 
 
 class _Data(BaseModel):
@@ -91,6 +94,17 @@ class FlagTable(_Data):
             if candidates:
                 return FlagLookup(given, "ambiguous", None, candidates)
         return FlagLookup(given, "unknown")
+
+    def mentioned(self, text: str) -> list[FlagLookup]:
+        """Each ``--flag`` a message names, looked up in this release: a message that tells
+        the user to set a flag the release no longer has is stale."""
+        return [self.lookup(flag) for flag in dict.fromkeys(_FLAG_IN_TEXT.findall(text))]
+
+    def close_flags(self, given: str, limit: int = 3) -> list[str]:
+        """This release's flags nearest to an unknown one ("did you mean")."""
+        name = given.split("=", 1)[0]
+        flags = [flag for flag in self._by_flag() if flag.startswith("--")]
+        return difflib.get_close_matches(name.replace("_", "-"), flags, n=limit, cutoff=0.75)
 
 
 class RemovedFlag(_Data):
@@ -198,6 +212,12 @@ def flag_history(engine: str, flag: str, version: str) -> RemovedFlag | None:
 @cache
 def env_vars(engine: str) -> dict[str, EnvVar]:
     return {row["name"]: EnvVar.model_validate(row) for row in _json(f"{engine}/env_vars.json")}
+
+
+def close_env_vars(engine: str, name: str, limit: int = 3) -> list[str]:
+    """Declared variables nearest to an unknown one ("did you mean")."""
+    declared = [var.name for var in env_vars(engine).values() if var.declared_in]
+    return difflib.get_close_matches(name, declared, n=limit, cutoff=0.8)
 
 
 def _jsonl_gz(relative: str) -> list[dict[str, Any]]:
