@@ -22,6 +22,8 @@ from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
 from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.signature import parse_duration
+from diagnose.core.versions import is_version
+from diagnose.engines import profiles
 from diagnose.library import load_library
 from diagnose.runs import output as report
 from diagnose.runs.journal import JournalOptions, diagnose_journal
@@ -70,6 +72,13 @@ HangAfterOption = Annotated[
     typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),
 ]
 NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
+EngineVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine-version",
+        help="The engine and version the log came from, when it does not say: sglang==0.5.23.",
+    ),
+]
 JournalFilesOption = Annotated[
     list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
 ]
@@ -93,6 +102,19 @@ def _duration(value: str | None, option: str) -> float | None:
         return parse_duration(value)
     except ValueError as error:
         raise UserError(f"{option}: {error}") from None
+
+
+def _engine_version(value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    engine, _, version = value.partition("==")
+    names = [p.name for p in profiles()]
+    if engine.strip().lower() not in names or not is_version(version.strip()):
+        raise UserError(
+            f"--engine-version: {value!r} is not ENGINE==VERSION",
+            help=f"for example sglang==0.5.23 or vllm==0.11.0 (engines: {', '.join(names)})",
+        )
+    return engine.strip().lower(), version.strip()
 
 
 def _version(value: bool) -> None:
@@ -125,10 +147,15 @@ def file_command(
     fail_on: FailOnOption = FailOn.error,
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
+    engine_version: EngineVersionOption = None,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
     diagnosis = diagnose_files(
-        paths or [], signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+        paths or [],
+        signature_dirs or [],
+        _duration(hang_after, "--hang-after"),
+        _warn,
+        engine_version=_engine_version(engine_version),
     )
     report.emit(diagnosis, fmt.value, output, no_redact)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
@@ -169,6 +196,7 @@ def journal_command(
     fail_on: FailOnOption = FailOn.error,
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
+    engine_version: EngineVersionOption = None,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -187,6 +215,7 @@ def journal_command(
         root=root,
         gpu=not no_gpu,
         user=user,
+        engine_version=_engine_version(engine_version),
     )
     result = diagnose_journal(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
@@ -484,7 +513,8 @@ def signatures_new(
     signature_dirs: SignatureDirs = None,
 ) -> None:
     """Draft a signature and its fixture from an incident log, for you to finish."""
-    diagnosis = diagnose_files([str(source)], signature_dirs or [], None, _warn)
+    # drafted from what no signature explains, whatever the knowledge tiers would say
+    diagnosis = diagnose_files([str(source)], signature_dirs or [], None, _warn, knowledge=False)
     written = new_signature.draft(source, diagnosis, signature_id, out)
     typer.echo(f"wrote {written.signature} and {written.fixture}")
     typer.echo(f"next: finish the TODOs, then `diagnose signatures test {out}`")

@@ -12,9 +12,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import Architectures, Pattern, Relations, Signature
+from diagnose.knowledge.tiers import KnownIssueExplainer
 
+EXCLUDE_THREADS_VARIABLE = "DIAGNOSE_EXCLUDE_THREADS"
+"""Comma-separated thread URLs whose known-issue records are left out (leave-one-thread-out
+scoring in the accuracy benchmark)."""
 FACTS_FILE = "_facts.yaml"
 RELATIONS_FILE = "_relations.yaml"
 ARCHITECTURES_FILE = "_architectures.yaml"
@@ -160,3 +165,23 @@ def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
             first = error.errors()[0]
             raise UserError(f"{path}: facts.{index}.{_location(first)}: {first['msg']}") from None
     return tuple(patterns)
+
+
+def engine_for(
+    signatures: Iterable[Signature],
+    hang_after: float | None = None,
+    engine_version: tuple[str, str] | None = None,
+    knowledge: bool = True,
+) -> Engine:
+    """An engine over ``signatures`` and the launch facts, with the knowledge tiers below
+    them (unless ``knowledge`` is false): known issues from resolved threads, then the
+    engines' own messages."""
+    excluded = os.environ.get(EXCLUDE_THREADS_VARIABLE, "")
+    threads = tuple(url.strip() for url in excluded.split(",") if url.strip())
+    return Engine(
+        signatures,
+        facts=load_facts(),
+        hang_after=hang_after,
+        explainers=[KnownIssueExplainer(threads)] if knowledge else [],
+        engine_version=engine_version,
+    )

@@ -19,7 +19,7 @@ from diagnose.core.models import Diagnosis, Finding
 from diagnose.core.signature import Signature
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
-from diagnose.library import load_facts, load_library
+from diagnose.library import engine_for, load_facts, load_library
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -62,8 +62,10 @@ def feed(
     hang_after: float | None = None,
 ) -> Engine:
     """An engine that has read ``logs`` (not finished yet)."""
-    library = builtin_library() if signatures is None else list(signatures)
-    engine = Engine(library, facts=load_facts(), hang_after=hang_after)
+    if signatures is None:  # the whole library, with its knowledge tiers, as users run it
+        engine = engine_for(builtin_library(), hang_after=hang_after)
+    else:
+        engine = Engine(list(signatures), facts=load_facts(), hang_after=hang_after)
     run_logs(engine, logs)
     return engine
 

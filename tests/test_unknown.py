@@ -11,7 +11,16 @@ from diagnose.core.models import Confidence, Role, Severity
 from diagnose.library import load_directory
 from diagnose.render import render
 from diagnose.testing import check_signature
-from tests.conftest import REPO, fixture, invoke, primary, run_cli, run_engine, run_text
+from tests.conftest import (
+    REPO,
+    builtin_library,
+    fixture,
+    invoke,
+    primary,
+    run_cli,
+    run_engine,
+    run_text,
+)
 
 VLLM_DIED = fixture("fixtures/unknown/vllm-worker-died.journal.txt")
 SGLANG_CRASH = fixture("fixtures/unknown/sglang-unknown-crash.journal.txt")
@@ -75,8 +84,9 @@ def test_an_unknown_failure_has_the_first_error_the_last_lines_and_templates() -
 
 
 def test_an_unrecognised_traceback_and_a_failure_exit() -> None:
-    """The catch-all names the exception; the unknown failure adds the rest to it."""
-    cause = primary(run_engine(SGLANG_CRASH))
+    """With the hand signatures alone, the catch-all names the exception; the unknown failure
+    adds the rest to it."""
+    cause = primary(run_engine(SGLANG_CRASH, signatures=builtin_library()))
     assert cause is not None and cause.signature == "python-exception-unexplained"
     assert cause.confidence is Confidence.LOW
     lines = {e.line for e in cause.evidence}
@@ -89,6 +99,17 @@ def test_an_unrecognised_traceback_and_a_failure_exit() -> None:
     ]
     assert (shards.count, shards.first_line) == (3, 7)
     assert cause.templates[0] is shards or cause.templates[0] == shards, "most frequent first"
+
+
+def test_a_known_issue_explains_what_no_signature_does() -> None:
+    """The whole library, as users run it: the truncated-shard error is a known issue from
+    resolved threads, reported as such, with its thread and its fix."""
+    cause = primary(run_engine(SGLANG_CRASH))
+    assert cause is not None and cause.tier == "known_issue"
+    assert cause.category == "model_access"
+    assert "SafetensorError" in cause.evidence[0].text
+    assert cause.references and cause.references[0].startswith("https://github.com/")
+    assert cause.confidence is Confidence.MEDIUM
 
 
 def test_an_error_at_the_end_of_a_plain_log() -> None:

@@ -10,12 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
-from diagnose.library import load_facts, load_library
+from diagnose.library import engine_for, load_library
 
 Warn = Callable[[str], None]
 
@@ -25,8 +24,11 @@ def diagnose_files(
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Warn,
+    engine_version: tuple[str, str] | None = None,
+    knowledge: bool = True,
 ) -> Diagnosis:
-    """Read every input in turn through one engine, so one diagnosis covers them all."""
+    """Read every input in turn through one engine, so one diagnosis covers them all;
+    ``knowledge=False`` leaves out the tiers below the hand signatures."""
     if not arguments:
         if sys.stdin.isatty():
             raise UserError(
@@ -34,7 +36,12 @@ def diagnose_files(
                 help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file",
             )
         arguments = ["-"]
-    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    engine = engine_for(
+        load_library(signature_dirs),
+        hang_after=hang_after,
+        engine_version=engine_version,
+        knowledge=knowledge,
+    )
     logs = [LogInput.from_argument(argument) for argument in arguments]
     with _progress_bar(logs) as progress:
         run_logs(engine, logs, warn, progress)

@@ -23,7 +23,7 @@ from diagnose.core.tracebacks import TracebackGrouper
 from diagnose.inputs import gpu
 from diagnose.inputs.follow import follow, journal_follower, open_followed
 from diagnose.inputs.lineformat import LineParser
-from diagnose.library import load_facts, load_library
+from diagnose.library import engine_for, load_library
 from diagnose.render.live import finding_line, phase_line, status_panel
 
 Clock = Callable[[], datetime]
@@ -187,7 +187,7 @@ def run_watch(
     ``exit_on_finding``), or the user presses Ctrl-C; then return the diagnosis so far."""
     if (path is None) == (unit is None):
         raise UserError("watch needs a log file, - for a pipe, or -u UNIT (one of them)")
-    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    engine = engine_for(load_library(signature_dirs), hang_after=hang_after)
     process = None
     if unit is not None:
         stream, process = journal_follower(unit)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
+from diagnose.core.explain import Candidate, Explainer, IncidentView
 from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
 from diagnose.core.models import (
     Confidence,
@@ -104,11 +105,21 @@ class Engine:
         signatures: Iterable[Signature],
         facts: Iterable[Pattern] = (),
         hang_after: float | None = None,
+        explainers: Sequence[Explainer] = (),
+        engine_version: tuple[str, str] | None = None,
     ) -> None:
         self._states = [_State(signature) for signature in signatures]
         self.facts: dict[str, Any] = {}
         """Values every signature sees: launch arguments, versions (from ``_facts.yaml``)."""
+        if engine_version is not None:  # given by the user: it outranks what the log shows
+            self.facts[f"{engine_version[0]}_version"] = engine_version[1]
+        self._given_version = engine_version
         self.hang_after = hang_after
+        self.explainers = tuple(explainers)
+        """Tiers below the hand signatures, asked in turn when none of them decided."""
+        self._explainer_needles = tuple(
+            sorted({n for explainer in self.explainers for n in explainer.needles})
+        )
         self.skipped: dict[str, str] = {}
         self._patterns: list[tuple[_State, str, int, Pattern]] = []
         for state in self._states:
@@ -146,6 +157,7 @@ class Engine:
         found = {n for _, _, _, pattern in self._patterns for n in pattern.needles}
         found.update(all_markers())
         found.update(ALWAYS_INTERESTING)
+        found.update(self._explainer_needles)
         return found
 
     def _index(self, state: _State) -> None:
@@ -190,6 +202,13 @@ class Engine:
                 self._record_hit(state, role, index, hit)
                 matched = matched or (role in _MAIN_ROLES and _specific(state.signature))
         self.incident.feed(event, self._attempt_of(event.first.seq), matched)
+        if not matched and self._explainer_needles:
+            for needle in self._explainer_needles:
+                at = text.find(needle)
+                if at >= 0:
+                    record = event.record_at(at)
+                    self.incident.keep_unexplained(record, self._attempt_of(record.seq))
+                    break
 
     def _observe(self, record: Record) -> None:
         self._records_seen = True
@@ -359,12 +378,14 @@ class Engine:
                 self.values.setdefault(state.signature.id, drafts[-1].values)
         failure = None
         catch_all = catch_all_failures(drafts)
-        if no_signature_decided(drafts):  # does the input show a failure nobody explains?
-            failure = self.incident.failure(
-                last_attempt=len(self._attempt_starts),
-                reached_ready=self._phase_reached() == "ready",
-                ended=not self._live,
-            )
+        undecided = no_signature_decided(drafts)
+        last_attempt, ready, ended = (
+            len(self._attempt_starts),
+            self._phase_reached() == "ready",
+            not self._live,
+        )
+        if undecided:  # does the input show a failure nobody explains?
+            failure = self.incident.failure(last_attempt, ready, ended)
         templates = [
             ErrorTemplate(
                 template=t.template, count=t.count, first_line=t.first_line, first_ts=t.first_ts
@@ -372,7 +393,18 @@ class Engine:
             for t in self.incident.top_templates()
         ]
         findings = rank(drafts)
-        if failure is not None:
+        explained = (
+            self._explained(unit, engine)
+            if failure is not None
+            or (undecided and self.incident.may_have_failed(last_attempt, ready, ended))
+            else None
+        )
+        if explained is not None:
+            kept = [f for f in findings if f.signature not in {d.signature.id for d in catch_all}]
+            findings = with_primary(kept, explained)
+        elif findings and self._broad(findings[0]):
+            findings[0] = self._refined(findings[0], unit, engine)
+        if failure is not None and explained is None:
             unknown = self._unknown(failure, templates, unit, catch_all[:1])
             if catch_all and findings and findings[0].signature == catch_all[0].signature.id:
                 # the catch-all named the exception: it keeps its id and takes in the rest
@@ -392,6 +424,67 @@ class Engine:
             phase_reached=self._phase_reached(),
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
         )
+
+    def _explained(self, unit: str | None, engine: str | None) -> Finding | None:
+        """The first explainer's finding for the error lines no signature explained."""
+        records = self.incident.unexplained
+        if not self.explainers or not records:
+            return None
+        candidates = tuple(
+            Candidate(
+                text=record.text,
+                evidence=_record_evidence(record, record.ts, unit),
+                phase=self._phase_at(record.rank, record.seq),
+            )
+            for record in records
+        )
+        view = IncidentView(candidates, engine, self._engine_version(engine), unit)
+        for explainer in self.explainers:
+            found = explainer(view)
+            if found:
+                return found[0]
+        return None
+
+    def _broad(self, finding: Finding) -> bool:
+        signature = next(
+            (
+                s.signature
+                for s in self._states
+                if s.signature and s.signature.id == finding.signature
+            ),
+            None,
+        )
+        return bool(signature and signature.broad and finding.role is Role.ROOT_CAUSE)
+
+    def _refined(self, broad: Finding, unit: str | None, engine: str | None) -> Finding:
+        """A broad signature's finding, or the tier finding that names the specific cause on
+        one of its evidence lines (it keeps the broad finding's place, count and attempts)."""
+        explained = self._explained(unit, engine)
+        lines = {e.text for e in broad.evidence}
+        if explained is None or not {e.text for e in explained.evidence} & lines:
+            return broad
+        return explained.model_copy(
+            update={
+                "id": broad.id,
+                "count": broad.count,
+                "attempts": broad.attempts,
+                "evidence": broad.evidence,
+                "severity": max(broad.severity, explained.severity, key=lambda s: s.rank),
+            }
+        )
+
+    def _engine_version(self, engine: str | None) -> str | None:
+        """The engine's version: given by the user, else shown by the log."""
+        if self._given_version is not None:
+            return self._given_version[1]
+        shown = {
+            p.name: self.facts[f"{p.name}_version"]
+            for p in profiles()
+            if self.facts.get(f"{p.name}_version")
+        }
+        if engine in shown:
+            return str(shown[str(engine)])
+        return str(next(iter(shown.values()))) if len(shown) == 1 else None
 
     def _phase_reached(self) -> str | None:
         """The furthest startup phase of the last attempt."""
@@ -587,8 +680,9 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
 
 
 def _specific(signature: Signature | None) -> bool:
-    """A signature that explains what it matches (not the catch-all for exceptions)."""
-    return signature is not None and not is_catch_all(signature)
+    """A signature that explains what it matches (not the catch-all for exceptions, not a
+    broad one that a tier below may name more precisely)."""
+    return signature is not None and not is_catch_all(signature) and not signature.broad
 
 
 def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -> Evidence:

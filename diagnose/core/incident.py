@@ -24,6 +24,8 @@ LAST_LINES = 5
 MAX_TEMPLATES = 256
 """Distinct templates kept; later new ones are only counted (``overflow``)."""
 TOP_TEMPLATES = 10
+MAX_UNEXPLAINED = 64
+"""Unexplained error lines kept in full for the tiers below the signatures."""
 MAX_TEMPLATE_CHARS = 300
 
 ERROR_NEEDLES = (
@@ -49,6 +51,7 @@ _ERROR = re.compile(
     r"\b[A-Za-z_.]*(?:Error|Exception)\b|\bERROR\b|\bFATAL\b|\b[Ff]atal\b|\bFAILED\b"
     r"|\bKilled\b|[Ss]egmentation fault|core dumped|(?:^|: )error: "
 )
+_CHAINED_EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S")
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
 _LEVEL_NOT_ERROR = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
 _LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
@@ -162,6 +165,11 @@ class IncidentTracker:
     """Attempts asked to stop (systemd ``Stopping``, SIGTERM): their exits are no failure."""
     templates: dict[str, _Template] = field(default_factory=dict)
     overflow: int = 0
+    anchored: dict[int, Record] = field(default_factory=dict)
+    """Per start attempt, its first line that holds a literal a later tier knows."""
+    unexplained: list[Record] = field(default_factory=list)
+    """The first line of each error template no signature matched, in the order they came,
+    with the exceptions a traceback chains before its last: what a later tier may explain."""
 
     def feed(self, event: Event, attempt: int, matched: bool) -> None:
         first = event.first
@@ -182,6 +190,10 @@ class IncidentTracker:
         if TRACEBACK_START in first.text and self.first_errors[attempt] is not error:
             self.first_tracebacks.setdefault(attempt, error)
         if not matched:
+            if len(error) > 1:
+                for record in event.records[1:-1]:
+                    if _CHAINED_EXCEPTION.match(record.text):
+                        self._count(record)
             self._count(error[-1])
 
     @staticmethod
@@ -231,6 +243,16 @@ class IncidentTracker:
                 )
             )
 
+    def keep_unexplained(self, record: Record, attempt: int) -> None:
+        """Keep a line that holds a later tier's literal, even if it reads like no error (the
+        tier decides whether it is one)."""
+        self.anchored.setdefault(attempt, record)
+        if len(self.unexplained) < MAX_UNEXPLAINED and all(
+            r.seq != record.seq or r.text != record.text for r in self.unexplained
+        ):
+            self.unexplained.append(record)
+            self.unexplained.sort(key=lambda r: r.seq)
+
     def _count(self, record: Record) -> None:
         template = template_of(record.text)
         entry = self.templates.get(template)
@@ -238,12 +260,24 @@ class IncidentTracker:
             entry.count += 1
         elif len(self.templates) < MAX_TEMPLATES:
             self.templates[template] = _Template(template, 1, record.line, record.ts, record.seq)
+            if len(self.unexplained) < MAX_UNEXPLAINED:
+                self.unexplained.append(record)
         else:
             self.overflow += 1
 
     def top_templates(self) -> list[_Template]:
         ranked = sorted(self.templates.values(), key=lambda t: (-t.count, t.seq))
         return ranked[:TOP_TEMPLATES]
+
+    def may_have_failed(self, last_attempt: int, reached_ready: bool, ended: bool) -> bool:
+        """The last attempt holds a line a later tier may know as a failure, and the input
+        ended before it was ready, without a stop."""
+        return (
+            ended
+            and not reached_ready
+            and last_attempt in self.anchored
+            and last_attempt not in self.stopping
+        )
 
     def failure(self, last_attempt: int, reached_ready: bool, ended: bool) -> Failure | None:
         """The failure the input shows: a process exit systemd calls failed, or (when the

@@ -121,6 +121,20 @@ class ErrorTemplate(_Frozen):
     first_ts: Timestamp | None = None
 
 
+class PackageAction(_Frozen):
+    """A package change that fixes the failure: ``upgrade`` ``sglang`` to ``>=0.4.9``."""
+
+    name: str
+    spec: str
+    action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
+
+
+TIERS = ("signature", "known_issue", "engine_source", "generic")
+"""Where a finding's knowledge came from: a hand-written signature, a known issue distilled
+from resolved public threads, the engine's own message templates, or the generic analysis of a
+failure nothing explains."""
+
+
 class Finding(_Frozen):
     id: str
     signature: str
@@ -155,6 +169,15 @@ class Finding(_Frozen):
     templates: list[ErrorTemplate] = Field(
         default_factory=list,
         description="Unexplained error lines grouped into templates, most frequent first (top 10).",
+    )
+    tier: Literal["signature", "known_issue", "engine_source", "generic"] = Field(
+        default="signature", description="Where the knowledge behind this finding came from."
+    )
+    package: PackageAction | None = Field(
+        default=None, description="A package upgrade, downgrade or pin that fixes it."
+    )
+    system_actions: list[str] = Field(
+        default_factory=list, description="Actions on the host outside the unit's configuration."
     )
 
 

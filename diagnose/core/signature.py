@@ -267,6 +267,13 @@ class Signature(_Schema):
     generic: bool = Field(
         default=False, description="A catch-all: reported only when no specific failure is found."
     )
+    broad: bool = Field(
+        default=False,
+        description=(
+            "A class of failure (any unknown flag, any NCCL error): a known issue or an engine "
+            "message that names the specific cause on the same line takes its place."
+        ),
+    )
     supersedes: list[str] = Field(
         default_factory=list, description="Signatures this one explains more precisely."
     )

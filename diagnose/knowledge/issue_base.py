@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,9 @@ from packaging.version import InvalidVersion, Version
 from diagnose.knowledge.known_issues import _HOLE, KnownIssue, load_record
 
 INDEX_NAME = "known-issues.json"
+ANCHORS_NAME = "anchors.json"
+"""The anchors alone, read on every run to choose the lines worth keeping; the index itself
+is read only when no hand signature decided."""
 _HOLE_PATTERNS = {
     "int": r"-?\d+",
     "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?",
@@ -44,55 +47,60 @@ def records_dir() -> Path:
     return knowledge_dir() / "known-issues"
 
 
-@dataclass(frozen=True)
-class CompiledTemplate:
-    """One wording of a record's message: a regex, the longest fixed run (its anchor, which
-    must be in a line before the regex runs) and how much fixed text it has."""
+class Wording:
+    """One wording of a record's message: its longest fixed run (the anchor, which must be in a
+    message before the regex runs), how much fixed text it has, and its regex, compiled on the
+    first message that holds the anchor."""
 
-    text: str
-    pattern: regex.Pattern[str]
-    anchor: str
-    fixed_chars: int
+    __slots__ = ("_pattern", "anchor", "fixed_chars", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        runs = _fixed_runs(text)
+        self.anchor = max((regex.sub(r"\s+", " ", run) for run in runs), key=len, default="")
+        self.fixed_chars = sum(len(run.strip()) for run in runs)
+        self._pattern: regex.Pattern[str] | None = None
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        if self._pattern is None:
+            self._pattern = compile_template(self.text)
+        return self._pattern
 
 
-def compile_template(template: str) -> CompiledTemplate:
-    """A template with typed holes as a regex over one message.
+def _fixed_runs(template: str) -> list[str]:
+    runs, position = [], 0
+    for hole in _HOLE.finditer(template):
+        runs.append(template[position : hole.start()])
+        if hole.group(0) in ("{{", "}}"):
+            runs[-1] += hole.group(0)[0]
+        position = hole.end()
+    return [*runs, template[position:]]
 
-    >>> compiled = compile_template("CUDA error: {what} (code {code:int})")
-    >>> compiled.anchor
-    'CUDA error: '
-    >>> compiled.pattern.search("RuntimeError: CUDA error: out of memory (code 2)").group("code")
+
+def compile_template(template: str) -> regex.Pattern[str]:
+    """A template with typed holes as a regex over one message (whitespace re-spaced).
+
+    >>> pattern = compile_template("CUDA error: {what} (code {code:int})")
+    >>> pattern.search("RuntimeError: CUDA error: out of memory (code 2)").group("code")
     '2'
     """
     parts: list[str] = []
-    fixed_runs: list[str] = []
     names: set[str] = set()
     position = 0
     for hole in _HOLE.finditer(template):
         literal = template[position : hole.start()]
         position = hole.end()
         if hole.group(0) in ("{{", "}}"):
-            literal += hole.group(0)[0]
-            parts.append(_literal(literal))
-            fixed_runs.append(literal)
+            parts.append(_literal(literal + hole.group(0)[0]))
             continue
         parts.append(_literal(literal))
-        fixed_runs.append(literal)
-        name = hole.group("name")
-        kind = hole.group("type") or "any"
+        name, kind = hole.group("name"), hole.group("type") or "any"
         body = _HOLE_PATTERNS[kind]
         parts.append(f"(?P<{name}>{body})" if name not in names else f"(?:{body})")
         names.add(name)
     parts.append(_literal(template[position:]))
-    fixed_runs.append(template[position:])
-    source = "".join(parts)
-    anchor = max((regex.sub(r"\s+", " ", run) for run in fixed_runs), key=len, default="")
-    return CompiledTemplate(
-        text=template,
-        pattern=regex.compile(source),
-        anchor=anchor,
-        fixed_chars=sum(len(run.strip()) for run in fixed_runs),
-    )
+    return regex.compile("".join(parts))
 
 
 def _literal(text: str) -> str:
@@ -100,14 +108,26 @@ def _literal(text: str) -> str:
     return regex.escape(regex.sub(r"\s+", " ", text))
 
 
-@dataclass(frozen=True)
-class CompiledIssue:
-    record: KnownIssue
-    templates: tuple[CompiledTemplate, ...]
+class IssueEntry:
+    """A record of the base: validated when first needed (the shipped index was validated
+    when it was built), with its wordings ready to match."""
+
+    __slots__ = ("_raw", "_record", "engine", "id", "thread_urls", "wordings")
+
+    def __init__(self, raw: Mapping[str, Any] | None = None, record: KnownIssue | None = None):
+        self._raw, self._record = raw, record
+        data: Mapping[str, Any] = raw if raw is not None else record.model_dump()  # type: ignore[union-attr]
+        message = data["message"]
+        self.id: str = data["id"]
+        self.engine: str = data["engine"]
+        self.thread_urls = frozenset(thread["url"] for thread in data["threads"])
+        self.wordings = tuple(Wording(t) for t in (message["template"], *message.get("also", ())))
 
     @property
-    def thread_urls(self) -> frozenset[str]:
-        return frozenset(thread.url for thread in self.record.threads)
+    def record(self) -> KnownIssue:
+        if self._record is None:
+            self._record = KnownIssue.model_validate(self._raw)
+        return self._record
 
 
 @dataclass(frozen=True)
@@ -118,37 +138,32 @@ class KnownIssueMatch:
     message: str
     values: dict[str, str]
     version_fit: str  # "affected", "fixed", "unknown", "other-engine"
-    conditions_unknown: tuple[str, ...] = field(default=())
     specificity: int = 0
     position: int = 0
+    own_engine: bool = False
+    """The record is about the engine the incident shows (not any engine's)."""
 
     @property
     def rank_key(self) -> tuple[int, int, int, int]:
         fit = {"affected": 3, "unknown": 2, "fixed": 1, "other-engine": 0}[self.version_fit]
-        own_engine = int(self.record.engine != "any" and self.version_fit != "other-engine")
-        return (fit, own_engine, -self.position, self.specificity)
+        return (fit, int(self.own_engine), -self.position, self.specificity)
 
 
 class IssueBase:
-    """The compiled records, matched against an incident's decisive messages."""
+    """The records, matched against an incident's decisive messages."""
 
-    def __init__(self, records: Iterable[KnownIssue]) -> None:
-        self.issues = tuple(
-            CompiledIssue(
-                record,
-                tuple(
-                    compile_template(text)
-                    for text in (record.message.template, *record.message.also)
-                ),
-            )
-            for record in records
-        )
+    def __init__(self, records: Iterable[KnownIssue] = (), entries: Iterable[IssueEntry] = ()):
+        self.entries = (*entries, *(IssueEntry(record=record) for record in records))
+
+    @property
+    def anchors(self) -> frozenset[str]:
+        """Every wording's anchor: a line holding none of them matches no record."""
+        return frozenset(w.anchor for e in self.entries for w in e.wordings if w.anchor)
 
     def without_threads(self, urls: Iterable[str]) -> IssueBase:
         """The base less every record drawn from one of ``urls`` (leave-one-thread-out)."""
         excluded = {url.rstrip("/") for url in urls if url}
-        kept = [i.record for i in self.issues if not (i.thread_urls & excluded)]
-        return IssueBase(kept)
+        return IssueBase(entries=[e for e in self.entries if not (e.thread_urls & excluded)])
 
     def match(
         self,
@@ -163,32 +178,32 @@ class IssueBase:
         found: dict[str, KnownIssueMatch] = {}
         for position, original in enumerate(messages):
             message = " ".join(original.split())  # as a wrapped or re-spaced log shows it
-            for issue in self.issues:
-                record = issue.record
-                if record.id in found:
+            for entry in self.entries:
+                if entry.id in found:
                     continue
-                for template in issue.templates:
-                    if template.anchor not in message:
+                for wording in entry.wordings:
+                    if wording.anchor not in message:
                         continue
-                    hit = _search(template, message)
+                    hit = _search(wording.pattern, message)
                     if hit is None:
                         continue
-                    found[record.id] = KnownIssueMatch(
+                    record = entry.record
+                    found[entry.id] = KnownIssueMatch(
                         record=record,
                         message=original,
                         values={k: v for k, v in hit.groupdict().items() if v is not None},
                         version_fit=_version_fit(record, engine, engine_version),
-                        conditions_unknown=tuple(c.check for c in record.conditions),
-                        specificity=template.fixed_chars,
+                        specificity=wording.fixed_chars,
                         position=position,
+                        own_engine=engine is not None and record.engine == engine,
                     )
                     break
         return sorted(found.values(), key=lambda m: m.rank_key, reverse=True)
 
 
-def _search(template: CompiledTemplate, message: str) -> regex.Match[str] | None:
+def _search(pattern: regex.Pattern[str], message: str) -> regex.Match[str] | None:
     try:
-        return template.pattern.search(message, timeout=_MATCH_TIMEOUT_S)
+        return pattern.search(message, timeout=_MATCH_TIMEOUT_S)
     except TimeoutError:
         return None
 
@@ -235,4 +250,17 @@ def builtin_base() -> IssueBase:
     if not index.is_file():
         return IssueBase(())
     payload: Mapping[str, Any] = json.loads(index.read_text(encoding="utf-8"))
-    return IssueBase(KnownIssue.model_validate(item) for item in payload["records"])
+    return IssueBase(entries=[IssueEntry(raw=item) for item in payload["records"]])
+
+
+def anchors_payload(records: Sequence[KnownIssue]) -> str:
+    """The anchors of ``records`` as JSON text (stable bytes)."""
+    return json.dumps(sorted(IssueBase(records).anchors), indent=0, ensure_ascii=False) + "\n"
+
+
+@cache
+def builtin_anchors() -> frozenset[str]:
+    path = records_dir() / ANCHORS_NAME
+    if not path.is_file():
+        return frozenset()
+    return frozenset(json.loads(path.read_text(encoding="utf-8")))

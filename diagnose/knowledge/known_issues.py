@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from diagnose.models import CATEGORIES
+from diagnose.core.models import CATEGORIES
 
 COMPONENTS = (
     "sglang",
@@ -147,6 +147,9 @@ class KnownIssue(_Schema):
     engine: Literal["sglang", "vllm", "any"]
     component: Literal[COMPONENTS]  # type: ignore[valid-type]
     category: str
+    covered_by: str | None = None
+    """A hand signature that already explains this failure (it wins; the record adds its
+    threads and versions)."""
     versions: Versions | None = None
     message: Message
     conditions: tuple[Condition, ...] = ()

@@ -9,7 +9,6 @@ from datetime import datetime
 from pathlib import Path
 
 from diagnose.core.dropin import DROPIN_NAME
-from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
@@ -17,7 +16,7 @@ from diagnose.core.units import unit_name
 from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
 from diagnose.inputs.pipeline import journal_prefilter
-from diagnose.library import load_facts, load_library
+from diagnose.library import engine_for, load_library
 from diagnose.systemd.apply import Applied, apply_dropin
 from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
@@ -41,6 +40,8 @@ class JournalOptions:
     """``systemd-python`` or ``journalctl``; None: the first that is available."""
     user: bool = False
     """A unit of the user's service manager (``systemctl --user``)."""
+    engine_version: tuple[str, str] | None = None
+    """The engine and version the log came from, given by the user."""
 
 
 @dataclass
@@ -115,7 +116,9 @@ def diagnose_scope(
     Records already read (``scope.records``) are used as they are; otherwise the scope is
     streamed through the library's needle pre-filter, so only entries that can matter are
     turned into records (a million-entry journal costs little more than reading it)."""
-    engine = Engine(load_library(signature_dirs), facts=load_facts(), hang_after=hang_after)
+    engine = engine_for(
+        load_library(signature_dirs), hang_after=hang_after, engine_version=options.engine_version
+    )
     records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
     for event in source.events_from_records(records):

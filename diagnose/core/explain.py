@@ -1,0 +1,43 @@
+"""The seam for the tiers below the hand signatures.
+
+When no hand-written signature names the failure, the engine hands an :class:`IncidentView`
+(the error messages nothing explained, earliest first, with the engine and its version) to
+each explainer in turn; the first that returns findings decides. Explainers live outside the
+core (``diagnose.knowledge``) and are injected by whoever builds the engine, so the core stays
+free of files and data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from diagnose.core.models import Evidence, Finding
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A message that may decide the incident, with its evidence and the phase it came in."""
+
+    text: str
+    evidence: Evidence
+    phase: str | None = None
+
+
+@dataclass(frozen=True)
+class IncidentView:
+    candidates: tuple[Candidate, ...]
+    """Error messages no signature explained, earliest first."""
+    engine: str | None
+    engine_version: str | None
+    unit: str | None
+
+
+class Explainer(Protocol):
+    @property
+    def needles(self) -> frozenset[str]:
+        """Literals of the messages it knows: a line holding one is worth keeping for it even
+        when it reads like no error."""
+        ...
+
+    def __call__(self, incident: IncidentView) -> list[Finding]: ...

@@ -1,0 +1,183 @@
+"""The tiers below the hand signatures: a known issue from resolved public threads, then the
+engine's own message templates. Each turns the incident's decisive messages into findings that
+say where their knowledge came from (``tier``) and carry lower confidence than a signature."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.models import (
+    Confidence,
+    Finding,
+    PackageAction,
+    Patch,
+    Role,
+    Severity,
+)
+from diagnose.knowledge.issue_base import (
+    IssueBase,
+    KnownIssueMatch,
+    builtin_anchors,
+    builtin_base,
+)
+from diagnose.knowledge.known_issues import KnownIssue
+
+_HOLE_REF = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"<[^<>]{2,}>|\{[a-z_][a-z0-9_]*\}")
+MAX_ALTERNATIVES = 2
+
+
+@dataclass(frozen=True)
+class KnownIssueExplainer:
+    """The known-issue tier as an explainer; ``exclude_threads`` leaves records out by the
+    thread they were drawn from (an accuracy benchmark scores each case without its own)."""
+
+    exclude_threads: tuple[str, ...] = ()
+    base: IssueBase | None = None
+
+    @property
+    def needles(self) -> frozenset[str]:
+        return builtin_anchors() if self.base is None else self.base.anchors
+
+    def __call__(self, incident: IncidentView) -> list[Finding]:
+        return known_issue_findings(incident, self.exclude_threads, self.base)
+
+
+def known_issue_findings(
+    incident: IncidentView, exclude_threads: Iterable[str] = (), base: IssueBase | None = None
+) -> list[Finding]:
+    """The best known issue for the incident as a finding (other close ones named in it)."""
+    candidates = incident.candidates
+    engine, engine_version = incident.engine, incident.engine_version
+    base = builtin_base() if base is None else base
+    excluded = [url for url in exclude_threads if url]
+    if excluded:
+        base = base.without_threads(excluded)
+    matches = [
+        m
+        for m in base.match([c.text for c in candidates], engine, engine_version)
+        if m.version_fit != "other-engine"
+    ]
+    if not matches:
+        return []
+    best = matches[0]
+    others = [m for m in matches[1:] if m.record.category != best.record.category]
+    return [_finding(best, candidates[best.position], engine_version, others[:MAX_ALTERNATIVES])]
+
+
+def _finding(
+    match: KnownIssueMatch,
+    candidate: Candidate,
+    engine_version: str | None,
+    others: list[KnownIssueMatch],
+) -> Finding:
+    record = match.record
+    patch, unresolved = _patch(record, match.values)
+    package = _package(record)
+    explanation = [
+        f"A known issue, distilled from resolved public threads: {record.cause.strip()}",
+        f"The decisive message: `{candidate.text.strip()[:300]}`.",
+    ]
+    explanation += _version_sentences(record, match, engine_version)
+    if package is not None:
+        explanation.append(
+            f"The fix is a package change: {package.action} `{package.name}{package.spec}`"
+            f" (`pip install '{package.name}{package.spec}'` in the server's environment)."
+        )
+    notes = [n for n in (record.fix.note, *unresolved) if n]
+    if record.fix.system:
+        notes.append("On the host: " + "; ".join(_fill(s, match.values) for s in record.fix.system))
+    return Finding(
+        id="f0",
+        signature=record.id,
+        category=record.category,
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=record.title,
+        explanation=" ".join(explanation),
+        confidence=Confidence.MEDIUM if match.version_fit != "fixed" else Confidence.LOW,
+        evidence=[candidate.evidence],
+        patch=patch,
+        patch_note=" ".join(notes) or None,
+        next_checks=[f"{c.check} (confirms: {c.value})" for c in record.conditions],
+        alternatives=[
+            f"{m.record.title} ({m.record.category}; {m.record.threads[0].url})" for m in others
+        ],
+        references=[thread.url for thread in record.threads],
+        phase=candidate.phase,
+        fixed_in=(
+            f"{record.versions.package} {record.versions.fixed_in}"
+            if record.versions and record.versions.fixed_in
+            else None
+        ),
+        applies_to=(
+            f"{record.versions.package} {record.versions.affected}"
+            if record.versions and record.versions.affected
+            else None
+        ),
+        tier="known_issue",
+        package=package,
+        system_actions=[_fill(s, match.values) for s in record.fix.system],
+    )
+
+
+def _version_sentences(
+    record: KnownIssue, match: KnownIssueMatch, engine_version: str | None
+) -> list[str]:
+    versions = record.versions
+    if versions is None:
+        return []
+    said = []
+    if versions.affected:
+        said.append(f"It affects {versions.package} {versions.affected}.")
+    if versions.fixed_in:
+        said.append(f"Fixed in {versions.package} {versions.fixed_in}.")
+    if match.version_fit == "fixed" and engine_version:
+        said.append(
+            f"This log shows version {engine_version}, outside the affected range: the match is "
+            "weaker, and the cause may be another."
+        )
+    return said
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    return _HOLE_REF.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None, list[str]]:
+    """The record's configuration change with the log's values filled in; a part that still
+    holds a placeholder is left out of the patch and said in words instead."""
+    fix = record.fix
+    unresolved: list[str] = []
+
+    def usable(text: str) -> bool:
+        if _PLACEHOLDER.search(text):
+            unresolved.append(f"Set by hand: `{text}`.")
+            return False
+        return True
+
+    args_add = [_fill(token, values) for token in fix.args_add]
+    if not all(usable(token) for token in args_add):
+        args_add = []
+    env_set = {k: _fill(v, values) for k, v in fix.env_set.items()}
+    env_set = {k: v for k, v in env_set.items() if usable(f"{k}={v}")}
+    unit_set = {k: _fill(v, values) for k, v in fix.unit_set.items()}
+    unit_set = {k: v for k, v in unit_set.items() if usable(f"{k}={v}")}
+    patch = Patch(
+        env_set=env_set,
+        env_unset=list(fix.env_unset),
+        args_add=args_add,
+        args_remove=[_fill(flag, values) for flag in fix.args_remove],
+        unit_set=unit_set,
+    )
+    return (None if patch.is_empty() else patch), unresolved
+
+
+def _package(record: KnownIssue) -> PackageAction | None:
+    change = record.fix.package
+    if change is None:
+        return None
+    return PackageAction(name=change.name, spec=change.spec, action=change.action)

@@ -1,0 +1,125 @@
+"""The known-issue base: records valid and in sync with their index, each found through the
+whole library as users run it, none firing on a healthy log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diagnose.core.models import Confidence
+from diagnose.knowledge.issue_base import (
+    ANCHORS_NAME,
+    INDEX_NAME,
+    IssueBase,
+    anchors_payload,
+    builtin_base,
+    index_payload,
+    load_records,
+    records_dir,
+)
+from diagnose.knowledge.issue_lint import coverage, lint
+from diagnose.library import load_library
+from tests.conftest import REPO, primary, run_text
+
+RECORDS = load_records(records_dir())
+BY_ID = {record.id: record for record in RECORDS}
+HEALTHY = sorted(
+    [
+        *(REPO / "fixtures/samples/healthy").iterdir(),
+        *(REPO / "fixtures/incidents").glob("healthy*"),
+        REPO / "fixtures/incidents/dist-init-slow-ok.journal.txt",
+        REPO / "fixtures/journal/healthy-stop.journal.txt",
+    ]
+)
+
+
+def test_the_base_is_large_and_drawn_from_many_threads() -> None:
+    threads = {thread.url for record in RECORDS for thread in record.threads}
+    assert len(RECORDS) >= 300 and len(threads) >= 200, (len(RECORDS), len(threads))
+
+
+def test_the_shipped_index_and_anchors_are_in_sync_with_the_records() -> None:
+    help_ = "run `diagnose known-issues build` after changing a record"
+    index = (records_dir() / INDEX_NAME).read_text(encoding="utf-8")
+    assert index == index_payload(RECORDS), help_
+    anchors = (records_dir() / ANCHORS_NAME).read_text(encoding="utf-8")
+    assert anchors == anchors_payload(RECORDS), help_
+
+
+def test_lint_finds_no_error() -> None:
+    assert [p for p in lint(RECORDS) if p.error] == []
+
+
+def test_covered_by_names_a_hand_signature() -> None:
+    library = {signature.id for signature in load_library(include_user_dirs=False)}
+    for record in RECORDS:
+        assert record.covered_by is None or record.covered_by in library, record.id
+
+
+@pytest.mark.parametrize("record_id", sorted(BY_ID))
+def test_each_example_is_found_by_the_whole_library(record_id: str) -> None:
+    """Its example log alone, read as ``diagnose file`` reads it: the primary is the record,
+    the hand signature that covers it, or another record that names the same kind of cause."""
+    record = BY_ID[record_id]
+    cause = primary(run_text(record.example.log))
+    assert cause is not None, "no failure found in the example"
+    if record.covered_by is not None:
+        assert cause.signature == record.covered_by, (cause.signature, cause.tier)
+        return
+    assert cause.tier == "known_issue", (cause.signature, cause.tier)
+    if cause.signature != record.id:
+        assert BY_ID[cause.signature].category == record.category, cause.signature
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=lambda p: p.name)
+def test_no_record_fires_on_a_healthy_log(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    assert [m.record.id for m in builtin_base().match(lines)] == []
+
+
+def test_leave_one_thread_out_removes_the_records_of_that_thread() -> None:
+    record = next(r for r in RECORDS if r.covered_by is None)
+    url = record.threads[0].url
+    base = builtin_base().without_threads([url])
+    assert all(url not in entry.thread_urls for entry in base.entries)
+    assert len(base.entries) < len(builtin_base().entries)
+
+
+def test_a_finding_from_the_base_says_where_it_came_from() -> None:
+    log = (
+        "[2026-03-12 09:14:09] server_args=ServerArgs(model_path='/models/X', tp_size=1)\n"
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.tier == "known_issue"
+    assert cause.category == "gpu_arch_support"
+    assert cause.confidence is Confidence.MEDIUM
+    assert cause.references and all(r.startswith("https://github.com/") for r in cause.references)
+    assert "resolved public threads" in cause.explanation
+
+
+def test_holes_bind_values_that_fill_the_fix() -> None:
+    base = IssueBase(
+        [
+            BY_ID[next(iter(BY_ID))].model_copy(
+                update={
+                    "message": BY_ID[next(iter(BY_ID))].message.model_copy(
+                        update={
+                            "template": "unknown option --{flag:word} in launch line",
+                            "also": (),
+                        }
+                    )
+                }
+            )
+        ]
+    )
+    [match] = base.match(["error: unknown option --foo-bar in launch line"])
+    assert match.values == {"flag": "foo-bar"}
+
+
+def test_coverage_counts_records_and_threads() -> None:
+    rows = coverage(RECORDS)
+    assert sum(row[2] for row in rows) == len(RECORDS)
+    assert json.dumps(rows)  # plain data for the command's table
