@@ -13,6 +13,7 @@ import typer
 
 from diagnose import __version__
 from diagnose.commands import hook as hook_commands
+from diagnose.commands import known_issues as known_issues_commands
 from diagnose.commands import new_signature
 from diagnose.commands import postmortem as postmortem_commands
 from diagnose.commands import signatures as signature_commands
@@ -24,6 +25,7 @@ from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.signature import parse_duration
 from diagnose.core.versions import is_version
 from diagnose.engines import profiles
+from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
 from diagnose.library import load_library
 from diagnose.runs import output as report
 from diagnose.runs.journal import JournalOptions, diagnose_journal
@@ -41,6 +43,11 @@ signatures_app = typer.Typer(
     help="List, show, test and lint the signature library.", no_args_is_help=True
 )
 app.add_typer(signatures_app, name="signatures")
+known_issues_app = typer.Typer(
+    help="Lint, build and grow the base of known issues from resolved threads.",
+    no_args_is_help=True,
+)
+app.add_typer(known_issues_app, name="known-issues")
 
 _debug = False
 
@@ -524,6 +531,56 @@ def signatures_new(
 def signatures_schema() -> None:
     """The JSON Schema of a signature file, for editors."""
     typer.echo(signature_commands.schema(), nl=False)
+
+
+RecordsDirOption = Annotated[
+    Path | None,
+    typer.Option("--dir", help="The records' directory (default: the repository's or installed)."),
+]
+
+
+@known_issues_app.command("lint")
+def known_issues_lint(directory: RecordsDirOption = None) -> None:
+    """Check every record: schema, duplicates, examples that reach their record, the index."""
+    problems = known_issues_commands.check(directory or records_dir())
+    for problem in problems:
+        kind = "error" if problem.error else "warning"
+        typer.echo(f"{problem.record}: {kind}: {problem.message}")
+    errors = sum(problem.error for problem in problems)
+    typer.echo(f"{errors} error(s), {len(problems) - errors} warning(s)")
+    raise typer.Exit(ExitCode.FINDINGS if errors else ExitCode.OK)
+
+
+@known_issues_app.command("build")
+def known_issues_build(directory: RecordsDirOption = None) -> None:
+    """Write the compiled index and anchors the tool reads (after changing a record)."""
+    where = directory or records_dir()
+    count = known_issues_commands.build(where)
+    typer.echo(f"wrote {where / INDEX_NAME} and {where / ANCHORS_NAME} ({count} records)")
+
+
+@known_issues_app.command("coverage")
+def known_issues_coverage(directory: RecordsDirOption = None) -> None:
+    """Records and distinct threads per engine and category."""
+    typer.echo(known_issues_commands.coverage_table(directory or records_dir()), nl=False)
+
+
+@known_issues_app.command("add")
+def known_issues_add(
+    source: Annotated[Path, typer.Option("--from", help="The incident log the thread shows.")],
+    thread: Annotated[str, typer.Option("--thread", help="The resolved thread's URL.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Where to write <component>/<id>.yaml.")
+    ] = Path("known-issues-drafts"),
+) -> None:
+    """Draft a record from a log's first unexplained error, for you to finish."""
+    diagnosis = diagnose_files([str(source)], [], None, _warn, knowledge=False)
+    written = known_issues_commands.draft(source, diagnosis, thread, out)
+    typer.echo(f"wrote {written}")
+    typer.echo(
+        "next: write the title, category, cause and fix (structured), move it under "
+        "knowledge/known-issues/, then `diagnose known-issues lint` and `build`"
+    )
 
 
 def main() -> None:

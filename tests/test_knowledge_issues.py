@@ -21,7 +21,7 @@ from diagnose.knowledge.issue_base import (
 )
 from diagnose.knowledge.issue_lint import coverage, lint
 from diagnose.library import load_library
-from tests.conftest import REPO, primary, run_text
+from tests.conftest import REPO, primary, run_cli, run_text
 
 RECORDS = load_records(records_dir())
 BY_ID = {record.id: record for record in RECORDS}
@@ -123,3 +123,68 @@ def test_coverage_counts_records_and_threads() -> None:
     rows = coverage(RECORDS)
     assert sum(row[2] for row in rows) == len(RECORDS)
     assert json.dumps(rows)  # plain data for the command's table
+
+
+# -- the known-issues commands ---------------------------------------------------------------
+
+
+def _copy_of_base(tmp_path: Path, count: int = 5) -> Path:
+    directory = tmp_path / "records"
+    for path in sorted(records_dir().rglob("*.yaml"))[:count]:
+        target = directory / path.parent.name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    return directory
+
+
+def test_lint_passes_the_shipped_base() -> None:
+    result = run_cli("known-issues", "lint")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.strip().endswith("0 error(s), 0 warning(s)")
+
+
+def test_lint_names_the_file_and_key_of_a_broken_record(tmp_path: Path) -> None:
+    directory = _copy_of_base(tmp_path)
+    broken = next(directory.rglob("*.yaml"))
+    broken.write_text(broken.read_text().replace("category:", "category: nonsense\nold_category:"))
+    result = run_cli("known-issues", "lint", "--dir", directory)
+    assert result.returncode == 1
+    assert f"{broken}: error:" in result.stdout
+
+
+def test_build_writes_an_index_that_lint_then_accepts(tmp_path: Path) -> None:
+    directory = _copy_of_base(tmp_path)
+    assert "out of date" in run_cli("known-issues", "lint", "--dir", directory).stdout
+    built = run_cli("known-issues", "build", "--dir", directory)
+    assert built.returncode == 0 and "(5 records)" in built.stdout
+    assert run_cli("known-issues", "lint", "--dir", directory).returncode == 0
+
+
+def test_coverage_prints_a_row_per_engine_and_category() -> None:
+    result = run_cli("known-issues", "coverage")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0].split() == ["engine", "category", "records", "threads"]
+    assert result.stdout.splitlines()[-1].split()[1] == str(len(RECORDS))
+
+
+def test_add_drafts_a_record_from_the_first_unexplained_error(tmp_path: Path) -> None:
+    thread = "https://github.com/sgl-project/sglang/issues/1234"
+    log = tmp_path / "x.log"
+    log.write_text(
+        "[2026-03-12 09:14:21 TP0] Load weight begin.\n"
+        "[2026-03-12 09:14:40 TP0] ValueError: frobnicator 7 rejected /opt/models/x\n"
+    )
+    result = run_cli("known-issues", "add", "--from", log, "--thread", thread, "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    [draft] = tmp_path.rglob("*.yaml")
+    text = draft.read_text()
+    assert "ValueError: frobnicator {n1:int} rejected {p1:path}" in text
+    assert thread in text and "TODO" in text
+
+
+def test_add_refuses_a_thread_that_is_not_a_thread(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("ValueError: frobnicator 7 rejected\n")
+    result = run_cli("known-issues", "add", "--from", log, "--thread", "see slack")
+    assert result.returncode == 2
+    assert "--thread" in result.stderr and "Traceback" not in result.stderr

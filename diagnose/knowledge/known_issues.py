@@ -38,7 +38,7 @@ COMPONENTS = (
 )
 HOLE_TYPES = ("int", "float", "word", "path", "hex", "any")
 _HOLE = re.compile(r"\{\{|\}\}|\{(?P<name>[a-z_][a-z0-9_]*)(?::(?P<type>[a-z]+))?\}")
-_THREAD = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+$")
+THREAD_URL = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+$")
 # A template shorter than this in fixed text is too generic to match part of a line.
 MIN_FIXED_CHARS = 15
 
@@ -54,7 +54,7 @@ class Thread(_Schema):
     @field_validator("url")
     @classmethod
     def _github_thread(cls, url: str) -> str:
-        if not _THREAD.match(url):
+        if not THREAD_URL.match(url):
             raise ValueError(f"not a GitHub issue, pull request or discussion URL: {url!r}")
         return url
 
