@@ -21,6 +21,7 @@ from diagnose.knowledge.issue_base import (
 )
 from diagnose.knowledge.issue_lint import coverage, lint
 from diagnose.library import load_library
+from diagnose.render import render
 from tests.conftest import REPO, primary, run_cli, run_text
 
 RECORDS = load_records(records_dir())
@@ -188,3 +189,18 @@ def test_add_refuses_a_thread_that_is_not_a_thread(tmp_path: Path) -> None:
     result = run_cli("known-issues", "add", "--from", log, "--thread", "see slack")
     assert result.returncode == 2
     assert "--thread" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_reports_name_the_source_and_the_package_change() -> None:
+    log = (
+        "ImportError: /usr/local/lib/python3.10/dist-packages/sgl_kernel/common_ops.abi3.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    )
+    diagnosis = run_text(log)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.package is not None
+    for fmt in ("text", "markdown"):
+        shown = render(diagnosis, fmt)
+        assert "known issue from resolved public threads" in shown, fmt
+        assert f"{cause.package.action} {cause.package.name}" in shown, fmt
+    assert json.loads(render(diagnosis, "json"))["findings"][0]["tier"] == "known_issue"

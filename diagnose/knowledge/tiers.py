@@ -83,13 +83,8 @@ def _finding(
     ]
     explanation += _version_sentences(record, match, engine_version)
     if package is not None:
-        explanation.append(
-            f"The fix is a package change: {package.action} `{package.name}{package.spec}`"
-            f" (`pip install '{package.name}{package.spec}'` in the server's environment)."
-        )
+        explanation.append(f"The fix: {package.action} `{package.name}{package.spec}`.")
     notes = [n for n in (record.fix.note, *unresolved) if n]
-    if record.fix.system:
-        notes.append("On the host: " + "; ".join(_fill(s, match.values) for s in record.fix.system))
     return Finding(
         id="f0",
         signature=record.id,

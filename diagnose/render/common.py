@@ -16,6 +16,12 @@ PHASE_WORDS = {
     "warmup": "the warmup request",
     "ready": "ready and serving",
 }
+TIER_WORDS = {
+    "known_issue": "known issue from resolved public threads",
+    "engine_source": "from the engine's own source",
+    "generic": "generic analysis",
+}
+"""How a finding's source is named when it is not a hand-written signature."""
 SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 """The rich style of each severity, on the terminal report and the live display."""
 
@@ -74,4 +80,17 @@ def patch_lines(patch: Patch) -> list[str]:
     if patch.args_add:
         lines.append("add flags: " + " ".join(patch.args_add))
     lines += [f"set {key}={value} in the unit" for key, value in patch.unit_set.items()]
+    return lines
+
+
+def action_lines(finding: Finding) -> list[str]:
+    """What to change outside the unit: a package change and host actions."""
+    lines = []
+    if finding.package is not None:
+        package = finding.package
+        lines.append(
+            f"{package.action} {package.name}{package.spec}: "
+            f"pip install '{package.name}{package.spec}' in the server's environment"
+        )
+    lines += [f"on the host: {action}" for action in finding.system_actions]
     return lines

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
-from diagnose.render.common import PHASE_WORDS, patch_lines, seen, summary, when, where
+from diagnose.render.common import (
+    PHASE_WORDS,
+    TIER_WORDS,
+    action_lines,
+    patch_lines,
+    seen,
+    summary,
+    when,
+    where,
+)
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 _CODE_SPAN = re.compile(r"(`+)([^`]+?)\1")
@@ -57,6 +66,8 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
         facts.append(f"**Applies to:** {inline(finding.applies_to)}")
     if finding.fixed_in:
         facts.append(f"**Fixed in:** {inline(finding.fixed_in)}")
+    if finding.tier in TIER_WORDS:
+        facts.append(f"**Source:** {TIER_WORDS[finding.tier]}")
     out += [
         " · ".join(facts),
         "",
@@ -92,8 +103,11 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
 
 def _fix_section(finding: Finding) -> list[str]:
     out = ["## Fix", ""]
+    actions = action_lines(finding)
+    out += [f"- {inline(line)}" for line in actions] + ([""] if actions else [])
     if finding.patch is None:
-        out += [inline(finding.patch_note or "No configuration change fixes this."), ""]
+        if finding.patch_note or not actions:
+            out += [inline(finding.patch_note or "No configuration change fixes this."), ""]
     elif finding.patch.dropin:
         out += [fenced(finding.patch.dropin, "ini"), ""]
     else:

@@ -14,6 +14,8 @@ from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
+    TIER_WORDS,
+    action_lines,
     patch_lines,
     seen,
     summary,
@@ -52,9 +54,10 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     head = Text()
     head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
+    tier = f" · {TIER_WORDS[finding.tier]}" if finding.tier in TIER_WORDS else ""
     meta = Text(
         f"{finding.severity.value} · {finding.category} · {finding.confidence.value} confidence"
-        f" · {finding.signature}",
+        f" · {finding.signature}{tier}",
         style="dim",
     )
     extra = seen(finding)
@@ -105,8 +108,12 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
             parts.append(_indent(Text(f"{number}. {hypothesis.cause}")))
             parts.append(_indent(Text(f"check: {hypothesis.check}", style="dim"), 5))
     parts += [Text(""), _heading("Fix")]
+    actions = action_lines(finding)
+    parts += [_indent(Text(line)) for line in actions]
     if finding.patch is None:
-        parts.append(_indent(Text(finding.patch_note or "No configuration change fixes this.")))
+        if finding.patch_note or not actions:
+            note = finding.patch_note or "No configuration change fixes this."
+            parts.append(_indent(Text(note)))
     elif finding.patch.dropin:
         parts.append(
             Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green")
