@@ -200,7 +200,7 @@ def test_reports_name_the_source_and_the_package_change() -> None:
     cause = primary(diagnosis)
     assert cause is not None and cause.package is not None
     for fmt in ("text", "markdown"):
-        shown = render(diagnosis, fmt)
+        shown = " ".join(render(diagnosis, fmt).split())  # as wrapped at any width
         assert "known issue from resolved public threads" in shown, fmt
         assert f"{cause.package.action} {cause.package.name}" in shown, fmt
     assert json.loads(render(diagnosis, "json"))["findings"][0]["tier"] == "known_issue"
