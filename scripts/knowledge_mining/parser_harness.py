@@ -16,6 +16,7 @@ import importlib.abc
 import importlib.machinery
 import json
 import pathlib
+import re
 import sys
 import types
 from typing import Any
@@ -34,6 +35,7 @@ REAL_PACKAGES = {
 # Accelerator namespaces a stand-in torch must not pretend to have.
 ABSENT_ATTRIBUTES = {"npu", "xpu", "hpu", "mlu", "musa", "mps"}
 STUB_VERSION = "2.9.0"
+ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 
 
 def _dunder(name: str) -> bool:
@@ -287,7 +289,12 @@ def _plain(value: Any) -> Any:
         return {str(key): _plain(item) for key, item in sorted(value.items(), key=repr)}
     if hasattr(value, "value") and hasattr(value, "name"):  # enum members
         return _plain(value.value)
-    return repr(value) if "object at 0x" not in repr(value) else type(value).__name__
+    if callable(value) and getattr(value, "__name__", "") == "<lambda>":
+        try:  # a default factory such as ``lambda: ["*"]``
+            return _plain(value())
+        except Exception:
+            return "<computed>"
+    return ADDRESS.sub("", repr(value))  # addresses differ from run to run
 
 
 def _type_name(kind: Any) -> str | None:
