@@ -413,6 +413,14 @@ def preflight_command(
     signature_dirs: SignatureDirs = None,
     fail_on: FailOnOption = FailOn.error,
     no_redact: NoRedactOption = False,
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-version",
+            help="Check the flags against this release (sglang==0.5.23) when the unit's "
+            "interpreter does not say which is installed.",
+        ),
+    ] = None,
 ) -> None:
     """Check a launch configuration before the start, against the signature library.
 
@@ -425,6 +433,7 @@ def preflight_command(
         root=root,
         gpu=not no_gpu,
         port=not no_port,
+        engine_version=_engine_version(engine_version),
     )
     result = run_preflight(options, signature_dirs or [], _warn)
     report.emit(result.diagnosis, fmt.value, output, no_redact)

@@ -24,12 +24,14 @@ from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.units import unit_name
+from diagnose.core.versions import is_version
 from diagnose.engines import profile
 from diagnose.inputs import gpu
 from diagnose.inputs.gpu import GpuSnapshot
 from diagnose.library import builtin_dir, load_library
 from diagnose.preflight.checks import (
     COMMAND_LINE,
+    Command,
     LaunchConfig,
     ModelFacts,
     Origin,
@@ -38,6 +40,7 @@ from diagnose.preflight.checks import (
     expand_argv,
     parse_command,
 )
+from diagnose.preflight.flags import EngineVersion
 from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import (
     UnitConfig,
@@ -62,6 +65,8 @@ class PreflightOptions:
     port: bool = True
     snapshot: Callable[[], GpuSnapshot] | None = None
     """How to look at the GPUs (tests pass their own); default :func:`gpu.snapshot`."""
+    engine_version: tuple[str, str] | None = None
+    """``--engine-version``: used when the unit's interpreter does not say."""
 
 
 @dataclass
@@ -252,6 +257,53 @@ def unit_pids(unit: str) -> frozenset[int]:
     return frozenset(pids)
 
 
+def installed_version(argv: list[str], engine: str, root: Path | None) -> EngineVersion | None:
+    """The engine release installed beside the command's interpreter: the
+    ``site-packages/<engine>-X.dist-info`` of the virtual environment (or prefix) whose
+    ``bin/`` holds ``argv[0]``."""
+    if not argv or not argv[0].startswith("/"):
+        return None
+    prefix = under_root(root, argv[0]).parent.parent
+    patterns = (f"lib/python3*/site-packages/{engine}-*.dist-info",)
+    patterns += (f"lib64/python3*/site-packages/{engine}-*.dist-info",)
+    patterns += (f"lib/python3*/dist-packages/{engine}-*.dist-info",)
+    try:
+        found = sorted(path for pattern in patterns for path in prefix.glob(pattern))
+    except OSError:
+        return None
+    for info in found:
+        version = info.name[len(engine) + 1 : -len(".dist-info")]
+        if is_version(version):
+            shown = "/" + str(info.relative_to(root)) if root is not None else str(info)
+            return EngineVersion(engine, version, "installed", shown)
+    return None
+
+
+def _image_version(command: Command) -> EngineVersion | None:
+    """``vllm/vllm-openai:v0.11.0``: the release an image tag names."""
+    if command.engine is None or command.image is None or ":" not in command.image:
+        return None
+    tag = command.image.rsplit(":", 1)[1].lstrip("v")
+    if not is_version(tag):
+        return None
+    return EngineVersion(command.engine, tag, "image", command.image)
+
+
+def engine_version(
+    options: PreflightOptions, argv: list[str], command: Command
+) -> EngineVersion | None:
+    """The release the command runs: installed beside its interpreter, else
+    ``--engine-version``, else an image tag, else None (the newest mined release is used)."""
+    engine = command.engine
+    if engine is None:
+        return None
+    found = installed_version(argv, engine, options.root)
+    if found is None and options.engine_version is not None:
+        given_engine, given = options.engine_version
+        found = EngineVersion(engine, given, "given") if given_engine == engine else None
+    return found or _image_version(command)
+
+
 # -- the command --------------------------------------------------------------------------
 
 
@@ -298,6 +350,11 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
     parsed = parse_command(argv)
     if argv and parsed.engine is None:
         notes.append("no SGLang or vLLM command found in the command line; nothing to check")
+    version = engine_version(options, argv, parsed)
+    if parsed.engine is not None:
+        version = version or EngineVersion(parsed.engine, None, "newest")
+        notes.append(version.describe())
+        parsed = parse_command(argv, version)
     environment = {**environment, **parsed.environment}
     config = LaunchConfig(
         argv=argv,
@@ -307,6 +364,7 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         env_origins=env_origins,
         parsers=_data("_parsers.yaml"),
         flags=_data("_flags.yaml"),
+        engine_version=version,
     )
     if parsed.engine is None:
         return config, unit

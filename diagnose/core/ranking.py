@@ -146,7 +146,7 @@ def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
     for index, spec in enumerate(signature.patches):
         if not all(signature.condition(c).holds(values) for c in spec.when):
             continue
-        templates = [*spec.env_set.values(), *spec.args_add, *spec.unit_set.values()]
+        templates = [*spec.env_set, *spec.env_set.values(), *spec.args_add, *spec.unit_set.values()]
         if all(expr.fill(t, values) is not None for t in templates):
             return index
     return None
@@ -164,10 +164,12 @@ def _patch(
     spec = signature.patches[index]
     note = expr.fill(spec.note, values) if spec.note else default_note
     patch = Patch(
-        env_set={k: expr.fill(v, values) or v for k, v in spec.env_set.items()},
-        env_unset=list(spec.env_unset),
+        env_set={
+            expr.fill(k, values) or k: expr.fill(v, values) or v for k, v in spec.env_set.items()
+        },
+        env_unset=[expr.fill(name, values) or name for name in spec.env_unset],
         args_add=[expr.fill(a, values) or a for a in spec.args_add],
-        args_remove=list(spec.args_remove),
+        args_remove=[expr.fill(a, values) or a for a in spec.args_remove],
         unit_set={k: expr.fill(v, values) or v for k, v in spec.unit_set.items()},
     )
     if patch.is_empty():

@@ -196,6 +196,17 @@ class PreflightRule(_Schema):
     patches: list[PatchSpec] = Field(
         default_factory=list, description="Tried before the signature's own patches."
     )
+    each: str | None = Field(
+        default=None,
+        description="A configuration value that lists problems (unknown_flags, ambiguous_flags, "
+        "bad_flag_values, unknown_env_vars): the rule reports each as its own finding, with the "
+        "problem's fields as values. Such a rule is not an alternative to the others.",
+    )
+    claims: list[str] = Field(
+        default_factory=list,
+        description="Flags this rule explains, as templates ('--enable-reasoning', "
+        "'{other_engine_spec_flags}'): per-flag findings (each:) for them are left out.",
+    )
 
     @field_validator("explanation", mode="before")
     @classmethod

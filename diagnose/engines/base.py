@@ -73,6 +73,10 @@ class EngineProfile(Protocol):
     def defaults(self) -> Mapping[str, Any]:
         """Defaults of the few flags preflight reasons about."""
 
+    @property
+    def env_prefixes(self) -> Sequence[str]:
+        """Prefixes of the environment variables the engine itself reads (``VLLM_``)."""
+
     def launch_start(self, argv: Sequence[str], index: int) -> int | None:
         """When ``argv[index:]`` starts this engine, the index of its first argument."""
 
@@ -99,6 +103,7 @@ class Profile:
     executable: str | None = None
     module_prefix: str | None = None
     model_positional: bool = False
+    env_prefixes: tuple[str, ...] = ()
 
     def launch_start(self, argv: Sequence[str], index: int) -> int | None:
         word = argv[index]

@@ -39,5 +39,6 @@ PROFILE: EngineProfile = Profile(
         "mamba_scheduler_strategy": "auto",
     },
     executable="sglang",
+    env_prefixes=("SGLANG_", "SGL_"),
     module_prefix="sglang.",
 )

@@ -30,6 +30,7 @@ PROFILE: EngineProfile = Profile(
     },
     defaults={"host": "0.0.0.0", "port": 8000, "tp_size": 1, "pp_size": 1},
     executable="vllm",
+    env_prefixes=("VLLM_",),
     module_prefix="vllm.",
     model_positional=True,
 )

@@ -25,13 +25,16 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.models import Diagnosis, Evidence, InputSummary
+from diagnose.core.models import Diagnosis, Evidence, InputSummary, Severity
 from diagnose.core.ranking import Draft, derive, primary_of, rank
 from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
+
 from diagnose.inputs.gpu import GpuSnapshot
+from diagnose.knowledge.mined import flag_table
 from diagnose.library import load_architectures
+from diagnose.preflight.flags import EngineVersion, problems, read_command
 
 COMMAND_LINE = "<command line>"
 GPU_SOURCE = "nvidia-smi"
@@ -70,6 +73,10 @@ class Command:
     """``docker run -e`` assignments."""
     published: dict[int, int] = field(default_factory=dict)
     """``docker run -p HOST:CONTAINER``: container port -> host port."""
+    words: list[str] = field(default_factory=list)
+    """The engine's own arguments (after ``serve`` or the module name)."""
+    image: str | None = None
+    """``docker run``: the image."""
     note: str | None = None
 
 
@@ -108,6 +115,15 @@ class LaunchConfig:
     """``_parsers.yaml``: per engine, valid tool-call and reasoning parser names."""
     flags: Mapping[str, Any] = field(default_factory=dict)
     """``_flags.yaml``: per engine, flags of the other engine."""
+    engine_version: EngineVersion | None = None
+    """The engine release the command runs, when known (its flag table is used)."""
+
+    def version_for(self, engine: str) -> EngineVersion:
+        """The release to check ``engine``'s flags against: the known one, else the newest."""
+        known = self.engine_version
+        if known is not None and known.engine == engine:
+            return known
+        return EngineVersion(engine, None, "newest")
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -174,6 +190,7 @@ def _docker(argv: list[str], command: Command) -> tuple[str | None, int]:
     if i >= len(argv):
         return None, 0
     image = argv[i].lower()
+    command.image = argv[i]
     inner, start = _engine_at(argv[i + 1 :])
     if inner:
         return inner, i + 1 + start
@@ -181,9 +198,12 @@ def _docker(argv: list[str], command: Command) -> tuple[str | None, int]:
     return named, i + 1
 
 
-def parse_command(argv: list[str]) -> Command:
+def parse_command(argv: list[str], version: EngineVersion | None = None) -> Command:
     """The engine and its flags: ``--tp-size 4`` -> ``tp_size='4'``, a flag with no value
-    -> True, aliases (``--tp``, ``-tp``, ``--tensor-parallel-size``) under one name too."""
+    -> True, aliases (``--tp``, ``-tp``, ``--tensor-parallel-size``) under one name too.
+
+    Flags are read with the engine release's parser (``version``, else the newest mined):
+    an abbreviation is the option it abbreviates, a switch takes no value."""
     command = Command(engine=None)
     if argv and PurePosixPath(argv[0]).name in ("docker", "podman") and argv[1:2] == ["run"]:
         engine, start = _docker(argv, command)
@@ -194,6 +214,31 @@ def parse_command(argv: list[str]) -> Command:
         return command
     aliases = profile(engine).flag_aliases
     words = argv[start:]
+    command.words = list(words)
+    if version is None or version.engine != engine:
+        version = EngineVersion(engine, None, "newest")
+    table_version = version.table_version
+    if table_version is None:
+        return _parse_plain(command, words, aliases)
+    table = flag_table(engine, table_version)
+    options, positional = read_command(words, table)
+    for word in options:
+        command.flags.append(word.written)
+        value: Any = word.value if word.value is not None else True
+        if len(word.values) > 1:
+            value = " ".join(word.values)
+        name = re.sub(r"\W", "_", word.flag.lstrip("-"))
+        command.args[name] = value
+        if name in aliases:
+            command.args[aliases[name]] = value
+    positional_flag = profile(engine).positional_flag()
+    if positional_flag and positional and positional_flag not in command.args:
+        command.args[positional_flag] = positional[0]
+    return command
+
+
+def _parse_plain(command: Command, words: list[str], aliases: Mapping[str, str]) -> Command:
+    """Flags without a table: a word after a flag is its value."""
     i = 0
     positional: list[str] = []
     while i < len(words):
@@ -217,7 +262,7 @@ def parse_command(argv: list[str]) -> Command:
         command.args[name] = value
         if name in aliases:
             command.args[aliases[name]] = value
-    positional_flag = profile(engine).positional_flag()
+    positional_flag = profile(command.engine or "generic").positional_flag()
     if positional_flag and positional and positional_flag not in command.args:
         command.args[positional_flag] = positional[0]
     return command
@@ -347,7 +392,7 @@ def _power_of_two_at_least(number: float) -> int:
 
 def config_values(config: LaunchConfig) -> dict[str, Any]:
     """Every value a preflight condition can read (names as the runtime side uses them)."""
-    command = parse_command(config.argv)
+    command = parse_command(config.argv, config.engine_version)
     engine = command.engine
     environment = {**config.environment, **command.environment}
     values: dict[str, Any] = {**environment}
@@ -408,6 +453,17 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
         if config.port.holder:
             values["port_holder"] = config.port.holder
     _foreign_flags(config, command, values)
+    foreign: Mapping[str, str] = (config.flags.get(engine) or {}).get("foreign") or {}
+    values.update(
+        problems(
+            engine,
+            command.words,
+            environment,
+            config.version_for(engine),
+            foreign,
+            profile(engine).env_prefixes,
+        )
+    )
     parsers = config.parsers.get(engine) or {}
     for kind in ("tool_call_parsers", "reasoning_parsers"):
         if parsers.get(kind):
@@ -416,31 +472,22 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
 
 
 def _foreign_flags(config: LaunchConfig, command: Command, values: dict[str, Any]) -> None:
+    """The other engine's speculative-decoding flags (one finding rewrites them all); other
+    flags of the other engine are unknown flags, found with the flag table."""
     engine = command.engine
     if engine is None:
         return
     foreign: Mapping[str, str] = (config.flags.get(engine) or {}).get("foreign") or {}
-    normal = {flag.replace("_", "-"): (flag, spelling) for flag, spelling in foreign.items()}
-    found = []
-    for written in command.flags:
-        match = normal.get(written.replace("_", "-")) if written.startswith("--") else None
-        if match and written not in found:
-            found.append(written)
-            values.setdefault("other_engine_replacement", match[1])
-    if not found:
-        return
-    values["other_engine_flags"] = found
-    values["other_engine_flag"] = found[0]
-    spec = [f for f in found if _SPEC_FLAGS.match(f)]
+    spec = [
+        written
+        for written in dict.fromkeys(command.flags)
+        if written.startswith("--")
+        and _SPEC_FLAGS.match(written)
+        and (written in foreign or "--" + written[2:].replace("_", "-") in foreign)
+    ]
     if spec:
         values["other_engine_spec_flag"] = spec[0]
-    plain = [f for f in found if not _SPEC_FLAGS.match(f)]
-    if plain:
-        values["other_engine_plain_flag"] = plain[0]
-        values["other_engine_plain_flags"] = plain
-        replacement = normal[plain[0].replace("_", "-")][1]
-        if replacement:
-            values["other_engine_plain_replacement"] = replacement
+        values["other_engine_spec_flags"] = spec
 
 
 # -- findings -------------------------------------------------------------------------------
@@ -454,7 +501,7 @@ def _applies(signature: Signature, engine: str | None) -> bool:
 
 def _origins(config: LaunchConfig, names: Iterable[str], values: Mapping[str, Any]) -> list[Origin]:
     """Where the named values came from, the command line first."""
-    command = parse_command(config.argv)
+    command = parse_command(config.argv, config.engine_version)
     out: list[Origin] = []
     flag_names = set(command.args) | {"engine", "engine_prog"}
     gpu_names = {"visible_gpus", "gpu_total_gb", "gpu_count", "target_gpus"}
@@ -526,9 +573,13 @@ def _gpu_origins(config: LaunchConfig, values: Mapping[str, Any], foreign: bool)
 
 
 def _evidence(
-    signature: Signature, rule: PreflightRule, config: LaunchConfig, values: Mapping[str, Any]
+    signature: Signature,
+    rule: PreflightRule,
+    config: LaunchConfig,
+    values: Mapping[str, Any],
+    extra: Iterable[str] = (),
 ) -> list[Evidence]:
-    names: list[str] = []
+    names: list[str] = list(extra)
     for text in rule.when:
         names += sorted(signature.condition(text).names)
     if rule.evidence:
@@ -551,50 +602,90 @@ def _evidence(
     return evidence
 
 
-def _view(signature: Signature, rule: PreflightRule) -> Signature:
+def _view(
+    signature: Signature, rule: PreflightRule, per_item: set[str], certain: bool = True
+) -> Signature:
     """The signature as preflight reports it: the rule's explanation and patches first.
-    (``model_copy`` keeps the parsed conditions, which already hold the rule's.)"""
-    return signature.model_copy(
-        update={
-            "explanation": rule.explanation or signature.explanation,
-            "patches": [*rule.patches, *signature.patches],
-            "generic": False,  # a rule is precise: it is never a catch-all
-        }
+    (``model_copy`` keeps the parsed conditions, which already hold the rule's.) It does not
+    supersede per-problem signatures: those leave out the flags another finding claims.
+    A problem found against a release other than the one in use is a warning."""
+    update: dict[str, Any] = {
+        "explanation": rule.explanation or signature.explanation,
+        "patches": [*rule.patches, *signature.patches],
+        "generic": False,  # a rule is precise: it is never a catch-all
+        "supersedes": [s for s in signature.supersedes if s not in per_item],
+    }
+    if not certain:
+        update["severity"] = Severity.WARNING
+    return signature.model_copy(update=update)
+
+
+def _draft(
+    signature: Signature,
+    rule: PreflightRule,
+    config: LaunchConfig,
+    values: dict[str, Any],
+    per_item: set[str],
+    item: Mapping[str, Any] | None = None,
+) -> Draft:
+    own = dict(values)
+    if item is not None:
+        own.update(item)
+    for name, template in rule.values.items():
+        filled = expr.fill(template, own)
+        if filled is not None:
+            own[name] = filled
+    own.update(phase=rule.phase, count=1, attempts=1, ranks=1)
+    derive(signature, own)
+    certain = bool(item.get("certain", True)) if item is not None else True
+    extra = [str(item["variable"])] if item is not None and item.get("variable") else []
+    return Draft(
+        signature=_view(signature, rule, per_item, certain),
+        seq=PHASE_ORDER[rule.phase],
+        values=own,
+        evidence=_evidence(signature, rule, config, own, extra),
+        count=1,
+        attempts=1,
+        phase=rule.phase,
+        confidence=signature.confidence,
+        unit=config.unit,
     )
 
 
+def _claimed(rule: PreflightRule, values: Mapping[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for template in rule.claims:
+        filled = expr.fill(template, values)
+        if filled:
+            out.update(part.strip() for part in filled.split(","))
+    return out
+
+
 def drafts(config: LaunchConfig, signatures: Iterable[Signature]) -> list[Draft]:
-    """One draft per signature whose preflight rule holds for this configuration."""
+    """One draft per signature whose preflight rule holds for this configuration, and one per
+    problem for rules that report each problem of a list (``each:``)."""
     values = config_values(config)
     engine = values.get("engine")
-    out = []
-    for signature in signatures:
-        if not signature.preflight or not _applies(signature, engine):
-            continue
+    applicable = [s for s in signatures if s.preflight and _applies(s, engine)]
+    per_item = {s.id for s in applicable if any(r.each for r in s.preflight)}
+    out: list[Draft] = []
+    claimed: set[str] = set()
+    for signature in applicable:
         for rule in signature.preflight:
-            if not all(signature.condition(c).holds(values) for c in rule.when):
+            if rule.each or not all(signature.condition(c).holds(values) for c in rule.when):
                 continue
-            own = dict(values)
-            for name, template in rule.values.items():
-                filled = expr.fill(template, values)
-                if filled is not None:
-                    own[name] = filled
-            own.update(phase=rule.phase, count=1, attempts=1, ranks=1)
-            derive(signature, own)
-            out.append(
-                Draft(
-                    signature=_view(signature, rule),
-                    seq=PHASE_ORDER[rule.phase],
-                    values=own,
-                    evidence=_evidence(signature, rule, config, own),
-                    count=1,
-                    attempts=1,
-                    phase=rule.phase,
-                    confidence=signature.confidence,
-                    unit=config.unit,
-                )
-            )
+            out.append(_draft(signature, rule, config, values, per_item))
+            claimed |= _claimed(rule, out[-1].values)
             break
+    for signature in applicable:
+        for rule in signature.preflight:
+            items = values.get(rule.each or "") if rule.each else None
+            for item in items if isinstance(items, list) else []:
+                if {item.get("flag"), item.get("written")} & claimed:
+                    continue
+                own = {**values, **item}
+                if all(signature.condition(c).holds(own) for c in rule.when):
+                    out.append(_draft(signature, rule, config, values, per_item, item))
     return out
 
 
@@ -607,7 +698,7 @@ def check(
     """The launch configuration against the library: a diagnosis as ``diagnose`` reports one
     (no start attempts; evidence points at the unit file's lines)."""
     findings = rank(drafts(config, signatures))
-    values_engine = parse_command(config.argv).engine
+    values_engine = parse_command(config.argv, config.engine_version).engine
     return Diagnosis(
         inputs=inputs or [],
         primary=primary_of(findings),

@@ -1,0 +1,391 @@
+"""A launch command read the way the engine's own parser reads it, from the mined flag tables.
+
+The table is the one of the engine version in use (read from the unit's interpreter, given
+with ``--engine-version``, else the newest mined): abbreviations resolve to the unique long
+option they start (argparse's ``allow_abbrev``), underscores are dashes for vLLM only, a flag
+that takes no value takes none. Problems are listed one per flag (or variable) with what fixes
+it, as mappings a signature's ``each:`` preflight rule reports one finding each.
+
+A problem is *certain* when the table is the version in use, or when every mined release
+agrees; otherwise (a version not mined, or not known) it is reported as a warning that says
+which release it was checked against.
+
+>>> words = parse_words(["--speculative-algo", "NEXTN", "--tp", "4", "--trust-remote-code"],
+...                     flag_table("sglang", "0.5.23"))
+>>> [(w.written, w.flag, w.value) for w in words]
+[('--speculative-algo', '--speculative-algorithm', 'NEXTN'), ('--tp', '--tp-size', '4'), ('--trust-remote-code', '--trust-remote-code', None)]
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.core.versions import release
+from diagnose.knowledge.mined import (
+    FlagLookup,
+    FlagOption,
+    FlagTable,
+    close_env_vars,
+    env_vars,
+    flag_history,
+    flag_table,
+    nearest_version,
+    versions,
+)
+
+_NO_VALUE = ("StoreTrue", "StoreFalse", "StoreConst", "BooleanOptional", "EnableDisable", "Count")
+_NO_VALUE += ("Help", "Version")
+
+@dataclass(frozen=True)
+class EngineVersion:
+    """Which release of the engine the command runs, and how that is known."""
+
+    engine: str
+    version: str | None
+    source: str
+    """``installed`` (read from the interpreter), ``given`` (``--engine-version``), ``image``
+    (a container tag) or ``newest`` (not known: the newest mined release)."""
+    where: str | None = None
+    """The dist-info directory or image it was read from."""
+
+    @property
+    def table_version(self) -> str | None:
+        return nearest_version(self.engine, self.version)
+
+    @property
+    def exact(self) -> bool:
+        return self.version is not None and self.version == self.table_version
+
+    @property
+    def newer_than_mined(self) -> bool:
+        known = versions(self.engine)
+        wanted = release(self.version) if self.version else None
+        return bool(known and wanted and wanted > (release(known[-1]) or ()))
+
+    def describe(self) -> str:
+        """One sentence for the report: which parser the flags were checked against."""
+        table = self.table_version
+        shown = _display(self.engine)
+        if self.source == "newest":
+            return (
+                f"flags checked against {shown} {table}'s parser, the newest release known: the "
+                "installed version was not found (pass --engine-version "
+                f"{self.engine}==X.Y.Z to check against yours)"
+            )
+        how = {
+            "installed": f"installed, read from {self.where}",
+            "given": "given with --engine-version",
+            "image": f"from the image tag {self.where}",
+        }.get(self.source, self.source)
+        if self.exact:
+            return f"flags checked against {shown} {table}'s parser ({how})"
+        return (
+            f"flags checked against {shown} {table}'s parser, the nearest release known to "
+            f"{self.version} ({how}); a flag that other releases accept is only a warning"
+        )
+
+
+def _display(engine: str) -> str:
+    return {"sglang": "SGLang", "vllm": "vLLM"}.get(engine, engine)
+
+
+@dataclass(frozen=True)
+class FlagWord:
+    """One option on the command line: as written, what the parser makes of it, its value."""
+
+    written: str
+    """The option as written, without ``=value``."""
+    lookup: FlagLookup
+    value: str | None = None
+    values: tuple[str, ...] = ()
+
+    @property
+    def option(self) -> FlagOption | None:
+        return self.lookup.option
+
+    @property
+    def flag(self) -> str:
+        """The long option the parser resolves it to (the written one when unresolved)."""
+        option = self.lookup.option
+        if option is None:
+            return self.written
+        if self.lookup.outcome == "abbreviation":
+            return self.lookup.candidates[0]
+        normal = _normal(self.written, self.underscores)
+        if normal in option.flags and normal.startswith("--"):
+            return normal
+        return next((f for f in option.flags if f.startswith("--")), self.written)
+
+    underscores: bool = field(default=False, compare=False)
+
+
+def _normal(flag: str, underscores: bool) -> str:
+    if underscores and flag.startswith("--"):
+        head, dot, rest = flag[2:].partition(".")
+        return "--" + head.replace("_", "-") + dot + rest
+    return flag
+
+
+def _takes(option: FlagOption | None) -> str:
+    """``none``, ``one``, ``optional`` or ``many``: how many words the option consumes."""
+    if option is None:
+        return "one"
+    if any(word in option.action for word in _NO_VALUE):
+        return "none"
+    nargs = option.nargs
+    if nargs in ("?",):
+        return "optional"
+    if nargs in ("*", "+") or (isinstance(nargs, int) and nargs > 1):
+        return "many"
+    if nargs == 0:
+        return "none"
+    return "one"
+
+
+def _is_option(word: str) -> bool:
+    if not word.startswith("-") or word in ("-", "--"):
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
+
+
+def parse_words(words: Sequence[str], table: FlagTable) -> list[FlagWord]:
+    """The options in ``words`` (the engine's arguments) as ``table``'s parser reads them."""
+    return read_command(words, table)[0]
+
+
+def read_command(words: Sequence[str], table: FlagTable) -> tuple[list[FlagWord], list[str]]:
+    """The options in ``words`` and the positional words no option takes."""
+    out: list[FlagWord] = []
+    positional: list[str] = []
+    i = 0
+    underscores = table.parser.underscores_as_dashes
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not _is_option(word):
+            positional.append(word)
+            continue
+        name, has_inline, inline = word.partition("=")
+        lookup = table.lookup(name)
+        takes = _takes(lookup.option)
+        if has_inline:
+            out.append(FlagWord(name, lookup, inline, (inline,), underscores))
+            continue
+        taken: list[str] = []
+        if takes in ("one", "optional") and i < len(words) and not _is_option(words[i]):
+            taken.append(words[i])
+            i += 1
+        elif takes == "many":
+            while i < len(words) and not _is_option(words[i]):
+                taken.append(words[i])
+                i += 1
+        out.append(FlagWord(name, lookup, taken[0] if taken else None, tuple(taken), underscores))
+    return out, positional
+
+
+# -- problems ------------------------------------------------------------------------------
+
+
+def _other_tables(engine: str, used: str) -> list[FlagTable]:
+    return [flag_table(engine, v) for v in versions(engine) if v != used]
+
+
+def _certain(version: EngineVersion, holds_elsewhere: bool) -> bool:
+    """Certain: the table is the version in use, or every release agrees (and the version is
+    not newer than every mined one, where new flags may exist)."""
+    if version.exact:
+        return True
+    return not holds_elsewhere and not version.newer_than_mined
+
+
+def _successor(engine: str, flag: str, version: str) -> tuple[str, tuple[str, ...]]:
+    history = flag_history(engine, flag, version)
+    if history is None:
+        return "", ()
+    return history.kind, history.successors
+
+
+def problems(
+    engine: str,
+    words: Sequence[str],
+    environment: Mapping[str, str],
+    version: EngineVersion,
+    foreign: Mapping[str, str],
+    env_prefixes: Sequence[str],
+) -> dict[str, list[dict[str, Any]]]:
+    """Every problem the engine's parser (and its environment reader) would have with the
+    command: ``unknown_flags``, ``ambiguous_flags``, ``bad_flag_values``, ``unknown_env_vars``.
+
+    ``foreign`` maps flags of the other engine to this engine's spelling (``_flags.yaml``)."""
+    used = version.table_version
+    out: dict[str, list[dict[str, Any]]] = {
+        "unknown_flags": [],
+        "ambiguous_flags": [],
+        "bad_flag_values": [],
+        "unknown_env_vars": [],
+    }
+    if used is None:
+        return out
+    table = flag_table(engine, used)
+    others = _other_tables(engine, used)
+    checked = f"{_display(engine)} {used}"
+    seen: set[str] = set()
+    for word in parse_words(words, table):
+        if word.written in seen:
+            continue
+        seen.add(word.written)
+        base = {"flag": word.written, "value": word.value, "checked_against": checked}
+        lookup = word.lookup
+        if lookup.outcome == "unknown":
+            out["unknown_flags"].append(_unknown(engine, word, table, others, version, foreign))
+        elif lookup.outcome == "ambiguous":
+            elsewhere = any(t.lookup(word.written).outcome != "ambiguous" for t in others)
+            kind, successors = _successor(engine, word.written, used)
+            out["ambiguous_flags"].append(
+                {
+                    **base,
+                    "candidates": list(lookup.candidates),
+                    "removed_kind": kind,
+                    "successors": list(successors),
+                    "certain": _certain(version, elsewhere),
+                }
+            )
+        elif word.option is not None and word.option.choices and word.values:
+            bad = _bad_choice(word, table, others, version)
+            if bad is not None:
+                out["bad_flag_values"].append({**base, **bad})
+    out["unknown_env_vars"] = _env_problems(engine, environment, version, env_prefixes)
+    return out
+
+
+def _unknown(
+    engine: str,
+    word: FlagWord,
+    table: FlagTable,
+    others: list[FlagTable],
+    version: EngineVersion,
+    foreign: Mapping[str, str],
+) -> dict[str, Any]:
+    written = word.written
+    item: dict[str, Any] = {
+        "flag": written,
+        "value": word.value,
+        "checked_against": f"{_display(engine)} {table.version}",
+        "kind": "unknown",
+        "replacement": "",
+        "suggestion": "",
+        "successors": [],
+    }
+    elsewhere = any(t.lookup(written).outcome != "unknown" for t in others)
+    dashed = "--" + written[2:].replace("_", "-") if written.startswith("--") else written
+    kind, successors = _successor(engine, written, table.version)
+    if written in foreign or dashed in foreign:
+        item["kind"] = "other_engine"
+        item["replacement"] = foreign.get(written, foreign.get(dashed, "")) or ""
+    elif "_" in written and dashed != written and table.lookup(dashed).outcome == "exact":
+        item["kind"] = "underscore"
+        item["suggestion"] = dashed
+        elsewhere = False  # the parser's rule, the same in every release
+    elif kind:
+        if kind == "removed" and not successors:
+            successors = _alias_target(written, table, others)
+            kind = "renamed" if successors else kind
+        item["kind"] = kind
+        item["successors"] = list(successors)
+        if kind == "renamed" and successors:
+            item["suggestion"] = successors[0]
+    else:
+        close = table.close_flags(written, limit=3)
+        item["close"] = close
+        if close:
+            item["suggestion"] = close[0]
+    item["certain"] = _certain(version, elsewhere)
+    return item
+
+
+def _alias_target(written: str, table: FlagTable, others: list[FlagTable]) -> tuple[str, ...]:
+    """A removed flag that was a deprecated alias in another release (its ``dest`` another
+    option's): the option it stood for, when this release has it."""
+    for other in others:
+        option = other.lookup(written).option
+        if option is None or "--" + option.dest.replace("_", "-") == written:
+            continue
+        for current in table.options:
+            if current.dest == option.dest and current.flags:
+                return (next((f for f in current.flags if f.startswith("--")), current.flags[0]),)
+    return ()
+
+
+def _bad_choice(
+    word: FlagWord, table: FlagTable, others: list[FlagTable], version: EngineVersion
+) -> dict[str, Any] | None:
+    option = word.option
+    assert option is not None and option.choices is not None
+    choices = [str(c) for c in option.choices]
+    wrong = [v for v in word.values if v not in choices]
+    if not wrong:
+        return None
+    value = wrong[0]
+
+    def accepted(other: FlagTable) -> bool:
+        found = other.lookup(word.written).option
+        return bool(found and found.choices and value in [str(c) for c in found.choices])
+
+    folded = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    suggestion = folded.get(value.lower()) or (close[0] if close else "")
+    return {
+        "flag": word.flag,
+        "written": word.written,
+        "value": value,
+        "choices": choices,
+        "suggestion": suggestion,
+        "certain": _certain(version, any(accepted(t) for t in others)),
+    }
+
+
+def _env_problems(
+    engine: str,
+    environment: Mapping[str, str],
+    version: EngineVersion,
+    prefixes: Sequence[str],
+) -> list[dict[str, Any]]:
+    known = env_vars(engine)
+    used = version.table_version
+    out: list[dict[str, Any]] = []
+    for name in sorted(environment):
+        if not prefixes or not name.startswith(tuple(prefixes)):
+            continue
+        var = known.get(name)
+        item: dict[str, Any] = {
+            "variable": name,
+            "value": environment[name],
+            "checked_against": f"{_display(engine)} {used}",
+            "suggestion": "",
+            "read_by": "",
+        }
+        if var is None:
+            close = close_env_vars(engine, name)
+            item["kind"] = "unknown"
+            item["suggestion"] = close[0] if close else ""
+            item["close"] = close
+            item["certain"] = not version.newer_than_mined
+        elif version.exact and used not in var.versions:
+            item["kind"] = "not_read"
+            item["read_by"] = ", ".join(var.versions)
+            item["certain"] = True
+        elif var.choices and environment[name] not in var.choices:
+            item["kind"] = "bad_value"
+            item["choices"] = list(var.choices)
+            item["certain"] = True
+        else:
+            continue
+        out.append(item)
+    return out
