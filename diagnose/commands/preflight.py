@@ -264,9 +264,11 @@ def installed_version(argv: list[str], engine: str, root: Path | None) -> Engine
     if not argv or not argv[0].startswith("/"):
         return None
     prefix = under_root(root, argv[0]).parent.parent
-    patterns = (f"lib/python3*/site-packages/{engine}-*.dist-info",)
-    patterns += (f"lib64/python3*/site-packages/{engine}-*.dist-info",)
-    patterns += (f"lib/python3*/dist-packages/{engine}-*.dist-info",)
+    patterns = [
+        f"{lib}/python3*/{packages}/{engine}-*.dist-info"
+        for lib in ("lib", "lib64")
+        for packages in ("site-packages", "dist-packages")
+    ]
     try:
         found = sorted(path for pattern in patterns for path in prefix.glob(pattern))
     except OSError:

@@ -30,7 +30,6 @@ from diagnose.core.ranking import Draft, derive, primary_of, rank
 from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
-
 from diagnose.inputs.gpu import GpuSnapshot
 from diagnose.knowledge.mined import flag_table
 from diagnose.library import load_architectures

@@ -12,8 +12,10 @@ which release it was checked against.
 
 >>> words = parse_words(["--speculative-algo", "NEXTN", "--tp", "4", "--trust-remote-code"],
 ...                     flag_table("sglang", "0.5.23"))
->>> [(w.written, w.flag, w.value) for w in words]
-[('--speculative-algo', '--speculative-algorithm', 'NEXTN'), ('--tp', '--tp-size', '4'), ('--trust-remote-code', '--trust-remote-code', None)]
+>>> [(w.written, w.flag, w.value) for w in words][:2]
+[('--speculative-algo', '--speculative-algorithm', 'NEXTN'), ('--tp', '--tp-size', '4')]
+>>> words[2].value is None  # a switch takes no value
+True
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from diagnose.knowledge.mined import (
     versions,
 )
 
-_NO_VALUE = ("StoreTrue", "StoreFalse", "StoreConst", "BooleanOptional", "EnableDisable", "Count")
-_NO_VALUE += ("Help", "Version")
+_NO_VALUE: tuple[str, ...] = ("StoreTrue", "StoreFalse", "StoreConst", "BooleanOptional")
+_NO_VALUE += ("EnableDisable", "Count", "Help", "Version")
+"""Action class names of options that take no value."""
+
 
 @dataclass(frozen=True)
 class EngineVersion:
@@ -339,8 +343,13 @@ def _bad_choice(
         return bool(found and found.choices and value in [str(c) for c in found.choices])
 
     folded = {c.lower(): c for c in choices}
+    started = [c for c in choices if c.lower().startswith(value.lower())]
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    suggestion = folded.get(value.lower()) or (close[0] if close else "")
+    suggestion = (
+        folded.get(value.lower())
+        or (started[0] if len(started) == 1 else "")
+        or (close[0] if close else "")
+    )
     return {
         "flag": word.flag,
         "written": word.written,
