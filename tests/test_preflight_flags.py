@@ -5,6 +5,7 @@ per problem with its own fix, against the version installed beside the unit's in
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,8 +13,8 @@ import pytest
 
 from diagnose.commands.preflight import PreflightOptions, installed_version, run_preflight
 from diagnose.core.models import Diagnosis, Finding
-from diagnose.preflight.flags import EngineVersion, parse_words, problems
 from diagnose.knowledge.mined import flag_table
+from diagnose.preflight.flags import EngineVersion, parse_words, problems
 from diagnose.systemd.unit import parse_rendered_exec_start
 from tests.conftest import FIXTURES, run_cli
 
@@ -45,8 +46,6 @@ def test_an_abbreviated_flag_on_the_seed_unit_still_gives_the_spec_v2_fix(tmp_pa
     result = run_cli("preflight", "--unit-file", unit, "--root", PREFLIGHT, "--no-gpu",
                      "--no-port", "-f", "json")  # fmt: skip
     assert result.returncode == 1, result.stderr
-    import json
-
     report = json.loads(result.stdout)
     primary = next(f for f in report["findings"] if f["id"] == report["primary"])
     assert primary["signature"] == "sglang-spec-v2-required"
@@ -96,7 +95,10 @@ def test_a_removed_flag_names_its_successor() -> None:
     assert "not an option of SGLang 0.5.23" in finding.explanation
     assert "renamed: the option is now `--mamba-radix-cache-strategy`" in finding.explanation
     # the release before accepted it (a deprecated alias): nothing to say there
-    assert _check([*SGLANG, "--mamba-scheduler-strategy", "no_buffer"], "sglang==0.5.16").findings == []
+    assert (
+        _check([*SGLANG, "--mamba-scheduler-strategy", "no_buffer"], "sglang==0.5.16").findings
+        == []
+    )
 
 
 def test_an_ambiguous_prefix_lists_its_candidates() -> None:
