@@ -7,7 +7,9 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
+def write_atomically(
+    path: Path, text: str, mode: int | None = None, errors: str = "strict"
+) -> None:
     """A temporary file beside ``path``, flushed to disk, then renamed over it.
 
     ``mode`` defaults to what the umask allows for a new file. Raises ``OSError``; the
@@ -16,7 +18,7 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
     try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
+        with open(descriptor, "w", encoding="utf-8", errors=errors) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

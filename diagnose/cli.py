@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from diagnose import __version__
+from diagnose.commands import fixes as fixes_commands
 from diagnose.commands import hook as hook_commands
 from diagnose.commands import known_issues as known_issues_commands
 from diagnose.commands import new_signature
@@ -23,6 +24,7 @@ from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
 from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.signature import parse_duration
+from diagnose.core.units import unit_name
 from diagnose.core.versions import is_version
 from diagnose.engines import profiles
 from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
@@ -191,7 +193,18 @@ def journal_command(
         Path | None, typer.Option(help="The unit file to patch (default: systemctl cat UNIT).")
     ] = None,
     apply: Annotated[
-        bool, typer.Option("--apply", help="Write the fix as UNIT.d/50-diagnose.conf (no restart).")
+        bool,
+        typer.Option(
+            "--apply",
+            help="Add the fix to UNIT.d/zz-diagnose.conf, after every other drop-in, and check "
+            "that systemd would use it (no reload, no restart).",
+        ),
+    ] = False,
+    into_override: Annotated[
+        bool,
+        typer.Option(
+            "--into-override", help="With --apply: write the fix into UNIT.d/override.conf."
+        ),
     ] = False,
     root: Annotated[
         Path | None, typer.Option(help="Operate on this root directory (unit files and --apply).")
@@ -230,18 +243,9 @@ def journal_command(
     typer.echo(f"diagnose: {result.scope.describe()}", err=True)
     report.emit(result.diagnosis, fmt.value, output, no_redact)
     if apply:
-        applied = apply_dropin(result, root)
-        if applied.changed:
-            typer.echo(f"diagnose: wrote {applied.path}", err=True)
-            if applied.backup:
-                typer.echo(f"diagnose: the previous file is kept as {applied.backup}", err=True)
-        else:
-            typer.echo(
-                f"diagnose: {applied.path} already holds this fix; nothing written", err=True
-            )
-        typer.echo("diagnose: to use it, run:", err=True)
-        for command in applied.commands(result.diagnosis.unit or unit):
-            typer.echo(f"  {command}", err=True)
+        applied = apply_dropin(result, root, into_override)
+        for line in fixes_commands.describe(applied, result.diagnosis.unit or unit):
+            typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
     raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
 
 
@@ -317,6 +321,55 @@ def hook_remove(unit: HookUnitOption, root: HookRootOption = Path("/")) -> None:
     result = hook_commands.remove(unit, root)
     for line in hook_commands.describe(result, installing=False):
         typer.echo(f"diagnose: {line}", err=True)
+
+
+fixes_app = typer.Typer(
+    help="The fixes --apply wrote for a unit: list them, take one back.", no_args_is_help=True
+)
+app.add_typer(fixes_app, name="fixes")
+FixesUnitOption = Annotated[str, typer.Option("--unit", "-u", help="The unit.")]
+FixesUnitFileOption = Annotated[
+    Path | None, typer.Option(help="The unit file, when it is not in the systemd unit paths.")
+]
+
+
+@fixes_app.command("list")
+def fixes_list(
+    unit: FixesUnitOption, root: HookRootOption = Path("/"), unit_file: FixesUnitFileOption = None
+) -> None:
+    """The fixes in the unit's diagnose drop-in, oldest first."""
+    path, fixes = fixes_commands.listing(unit, root, unit_file)
+    if path is None:
+        typer.echo(f"diagnose: no fixes written for {unit} under {root}", err=True)
+        return
+    typer.echo(f"# {path}")
+    for fix in fixes:
+        typer.echo(fixes_commands.describe_fix(fix))
+
+
+@fixes_app.command("remove")
+def fixes_remove(
+    unit: FixesUnitOption,
+    fix: Annotated[str, typer.Argument(help="The fix's id or signature (see fixes list).")],
+    root: HookRootOption = Path("/"),
+    unit_file: FixesUnitFileOption = None,
+) -> None:
+    """Take one fix back; the others stay in effect."""
+    removed, applied = fixes_commands.remove(unit, fix, root, unit_file)
+    typer.echo(f"diagnose: took back {removed.id}", err=True)
+    for line in fixes_commands.describe(applied, unit_name(unit)):
+        typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
+
+
+@fixes_app.command("undo")
+def fixes_undo(
+    unit: FixesUnitOption, root: HookRootOption = Path("/"), unit_file: FixesUnitFileOption = None
+) -> None:
+    """Take back the last fix applied."""
+    removed, applied = fixes_commands.remove(unit, None, root, unit_file)
+    typer.echo(f"diagnose: took back {removed.id}", err=True)
+    for line in fixes_commands.describe(applied, unit_name(unit)):
+        typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
 
 
 @postmortem_app.command("write")

@@ -10,7 +10,7 @@ import pytest
 from diagnose.core.errors import UserError
 from diagnose.systemd.apply import apply_dropin, dropin_path
 
-TEXT = "# /etc/systemd/system/sglang-qwen.service.d/50-diagnose.conf\n[Service]\nEnvironment=A=1\n"
+TEXT = "# /etc/systemd/system/sglang-qwen.service.d/zz-diagnose.conf\n[Service]\nEnvironment=A=1\n"
 
 
 def _files(root: Path) -> list[str]:
@@ -22,7 +22,7 @@ def test_apply_twice_gives_one_file_and_no_backup(tmp_path: Path) -> None:
     second = apply_dropin("sglang-qwen.service", TEXT, tmp_path)
     assert first.changed and first.backup is None
     assert not second.changed
-    assert _files(tmp_path) == ["etc/systemd/system/sglang-qwen.service.d/50-diagnose.conf"]
+    assert _files(tmp_path) == ["etc/systemd/system/sglang-qwen.service.d/zz-diagnose.conf"]
     assert first.path.read_text() == TEXT
     assert oct(first.path.stat().st_mode & 0o777) == "0o644"
     assert first.commands("sglang-qwen.service") == [
@@ -37,8 +37,8 @@ def test_a_changed_fix_keeps_one_backup(tmp_path: Path) -> None:
     again = apply_dropin("sglang-qwen.service", TEXT.replace("A=1", "A=3"), tmp_path)
     assert changed.backup is not None and again.backup == changed.backup
     assert _files(tmp_path) == [
-        "etc/systemd/system/sglang-qwen.service.d/50-diagnose.conf",
-        "etc/systemd/system/sglang-qwen.service.d/50-diagnose.conf.bak",
+        "etc/systemd/system/sglang-qwen.service.d/zz-diagnose.conf",
+        "etc/systemd/system/sglang-qwen.service.d/zz-diagnose.conf.bak",
     ]
     assert again.backup.read_text() == TEXT.replace("A=1", "A=2")
     assert again.path.read_text() == TEXT.replace("A=1", "A=3")
@@ -68,4 +68,4 @@ def test_no_temporary_files_are_left(tmp_path: Path) -> None:
     for value in "123":
         apply_dropin("x.service", TEXT.replace("A=1", f"A={value}"), tmp_path)
     names = sorted(p.name for p in (tmp_path / "etc/systemd/system/x.service.d").iterdir())
-    assert names == ["50-diagnose.conf", "50-diagnose.conf.bak"]
+    assert names == ["zz-diagnose.conf", "zz-diagnose.conf.bak"]

@@ -102,17 +102,19 @@ def test_apply_twice_under_a_root(loop_journal: Path, tmp_path: Path) -> None:
     first = run_cli(*args, "--apply")
     second = run_cli(*args, "--apply")
     assert first.returncode == second.returncode == 1
-    written = system / "sglang-qwen.service.d" / "50-diagnose.conf"
+    written = system / "sglang-qwen.service.d" / "zz-diagnose.conf"
     assert f"wrote {written}" in first.stderr
     assert "systemctl daemon-reload" in first.stderr
     assert "systemctl restart sglang-qwen.service" in first.stderr
     assert "already holds this fix; nothing written" in second.stderr
-    assert sorted(p.name for p in written.parent.iterdir()) == ["50-diagnose.conf"]
+    assert sorted(p.name for p in written.parent.iterdir()) == ["zz-diagnose.conf"]
     assert "ExecStart=\nExecStart=/opt/sglang" in written.read_text()
-    # the unit with our drop-in applied runs the patched command
+    # the report is rendered against the unit without our fixes: the same command line
     json_report = json.loads(run_cli(*args, "-f", "json").stdout)
     primary = next(f for f in json_report["findings"] if f["id"] == json_report["primary"])
-    assert primary["patch"]["dropin"] == written.read_text()  # rendered against the unit without it
+    assert parse_rendered_exec_start(primary["patch"]["dropin"]) == parse_rendered_exec_start(
+        written.read_text()
+    )
 
 
 def test_apply_with_nothing_to_write_is_a_user_error(tmp_path: Path) -> None:

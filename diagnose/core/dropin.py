@@ -3,13 +3,17 @@ drop-in (pure text; writing it is the CLI's business)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Sequence
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from diagnose.core.models import Patch
 
-DROPIN_NAME = "50-diagnose.conf"
+DROPIN_NAME = "zz-diagnose.conf"
+"""diagnose's drop-in: after ``override.conf`` and numbered ones (systemd applies them by name)."""
 _SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
 
 
@@ -79,3 +83,159 @@ def render_dropin(
         f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items() if lines
     )
     return header + body + "\n"
+
+
+# -- fixes that accumulate -----------------------------------------------------------------
+
+FIX_BEGIN = "# >>> diagnose fix "
+FIX_END = "# <<< diagnose fix "
+COMMAND_BEGIN = "# >>> diagnose command line"
+COMMAND_END = "# <<< diagnose command line"
+_PATCH_LINE = "# patch: "
+_INCIDENT_LINE = "# incident: "
+
+
+class Fix(BaseModel):
+    """One fix in diagnose's drop-in: the patch of one finding, and the incident it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    signature: str
+    incident: str
+    """When the failure happened (UTC, ISO 8601), or ``preflight``."""
+    patch: Patch
+
+
+def fix_id(signature: str, incident: str) -> str:
+    """``sglang-spec-v2-required@20260303T115331Z``: stable for one incident's fix."""
+    stamp = re.sub(r"[^0-9A-Za-z]", "", incident.replace("+00:00", "Z"))
+    return f"{signature}@{stamp}"
+
+
+def render_fix(fix: Fix) -> str:
+    """A fix as a marked block: its settings (environment, unit settings), and its patch as
+    JSON so a later ``--apply`` or ``--remove`` can rebuild the command line."""
+    patch = fix.patch.model_copy(update={"dropin": None})
+    lines = [
+        f"{FIX_BEGIN}{fix.id}",
+        f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
+        _PATCH_LINE + json.dumps(patch.model_dump(exclude={"dropin"}), sort_keys=True),
+    ]
+    sections: dict[str, list[str]] = {"Service": []}
+    for key, value in patch.env_set.items():
+        assignment = escape_literal(f"{key}={value}", variables=False)
+        sections["Service"].append(f"Environment={quote_word(assignment)}")
+    if patch.env_unset:
+        sections["Service"].append("UnsetEnvironment=" + " ".join(patch.env_unset))
+    for dotted, value in patch.unit_set.items():
+        section, key = dotted.split(".", 1)
+        sections.setdefault(section, []).append(f"{key}={value}")
+    for name, body in sections.items():
+        if body:
+            lines += [f"[{name}]", *body]
+    lines.append(f"{FIX_END}{fix.id}")
+    return "\n".join(lines) + "\n"
+
+
+def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: str = "") -> str:
+    """diagnose's drop-in for ``unit``: ``head`` (text that is not ours, kept as it was), every
+    fix's block in order, then the command line with all their flag changes."""
+    out = head
+    if out and not out.endswith("\n"):
+        out += "\n"
+    if not head:
+        out += (
+            f"# diagnose: fixes for {unit}, one marked block each; edit outside them only.\n"
+            f"# List them: diagnose fixes list -u {unit}; take one back: diagnose fixes remove.\n"
+        )
+    for fix in fixes:
+        out += "\n" + render_fix(fix)
+    if exec_start is not None:
+        out += f"\n{COMMAND_BEGIN}\n[Service]\nExecStart=\nExecStart={exec_start}\n{COMMAND_END}\n"
+    return out
+
+
+def split_fixes(text: str) -> tuple[str, list[Fix]]:
+    """The text outside diagnose's marked blocks, and the fixes inside them, in order. A block
+    whose patch line cannot be read is dropped from both (it is rewritten from the others)."""
+    outside: list[str] = []
+    fixes: list[Fix] = []
+    block: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        if block is None and (stripped.startswith(FIX_BEGIN) or stripped == COMMAND_BEGIN):
+            block = [stripped]
+            continue
+        if block is not None:
+            if stripped.startswith(FIX_END) or stripped == COMMAND_END:
+                fix = _read_fix(block)
+                if fix is not None:
+                    fixes.append(fix)
+                block = None
+            else:
+                block.append(stripped)
+            continue
+        outside.append(line)
+    head = "".join(outside)
+    return re.sub(r"\n{3,}", "\n\n", head).rstrip("\n") + ("\n" if head.strip() else ""), fixes
+
+
+def _read_fix(block: list[str]) -> Fix | None:
+    if not block[0].startswith(FIX_BEGIN):
+        return None
+    fix_id_text = block[0][len(FIX_BEGIN) :].strip()
+    incident, signature, patch = "", "", None
+    for line in block[1:]:
+        if line.startswith(_INCIDENT_LINE):
+            rest = line[len(_INCIDENT_LINE) :]
+            incident, _, signature = rest.partition("  signature: ")
+        elif line.startswith(_PATCH_LINE):
+            try:
+                patch = Patch.model_validate(json.loads(line[len(_PATCH_LINE) :]))
+            except (ValueError, ValidationError):
+                return None
+    if patch is None:
+        return None
+    return Fix(id=fix_id_text, signature=signature.strip(), incident=incident.strip(), patch=patch)
+
+
+def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:
+    """Where two fixes disagree: one variable or flag set to two values, or set by one and
+    removed by another. The later fix wins in the drop-in; the user is told."""
+    out: list[str] = []
+    env: dict[str, tuple[str, str]] = {}
+    flags: dict[str, tuple[str, list[str]]] = {}
+    for fix in fixes:
+        patch = fix.patch
+        for key, value in patch.env_set.items():
+            if key in env and env[key][1] != value:
+                out.append(f"{fix.id} sets {key}={value}; {env[key][0]} set {key}={env[key][1]}")
+            env[key] = (fix.id, value)
+        for key in patch.env_unset:
+            if key in env:
+                out.append(f"{fix.id} unsets {key}, which {env[key][0]} sets")
+        for group in _flag_groups(patch.args_add):
+            flag = group[0].replace("_", "-")
+            if flag in flags and flags[flag][1] != group[1:]:
+                before = " ".join(flags[flag][1]) or "(on)"
+                now = " ".join(group[1:]) or "(on)"
+                out.append(f"{fix.id} sets {flag} {now}; {flags[flag][0]} set it to {before}")
+            flags[flag] = (fix.id, group[1:])
+        added_here = {g[0].replace("_", "-") for g in _flag_groups(patch.args_add)}
+        for removed in patch.args_remove:
+            flag = removed.replace("_", "-")
+            if flag in flags and flag not in added_here:
+                out.append(f"{fix.id} removes {flag}, which {flags[flag][0]} sets")
+                del flags[flag]
+    return out
+
+
+def _flag_groups(args: Sequence[str]) -> list[list[str]]:
+    groups: list[list[str]] = []
+    for word in args:
+        if word.startswith("-") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
-from diagnose.core.dropin import DROPIN_NAME
+from diagnose.core.dropin import DROPIN_NAME, Fix, fix_id
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
@@ -17,7 +17,7 @@ from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
 from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import engine_for, load_library
-from diagnose.systemd.apply import Applied, apply_dropin
+from diagnose.systemd.apply import Applied, apply_fix
 from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
 
@@ -78,15 +78,16 @@ def journal_query(options: JournalOptions) -> source.JournalQuery:
 
 
 def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
-    """The unit as configured, without diagnose's own drop-in (patches replace it)."""
+    """The unit as configured, without diagnose's own fixes (a fix is rendered against the
+    unit, and ``--apply`` adds it to the earlier ones)."""
     if options.unit_file is not None:
-        return load_unit_file(options.unit_file, unit, options.root)
+        return load_unit_file(options.unit_file, unit, options.root, without_fixes=True)
     if options.root is not None:
         # a root holds system units; a --user unit is found with --unit-file
-        return None if options.user else find_unit(unit, options.root, exclude=[DROPIN_NAME])
+        return None if options.user else find_unit(unit, options.root, without_fixes=True)
     if options.files or options.directory:
         return None  # a journal from elsewhere: this machine's unit may not be that one
-    return systemctl_unit(unit, exclude=[DROPIN_NAME], user=options.user)
+    return systemctl_unit(unit, user=options.user, without_fixes=True)
 
 
 def _stamp(usec: int | None) -> datetime | None:
@@ -181,8 +182,18 @@ def diagnose_scope(
     return JournalResult(diagnosis, scope, config, notes, options)
 
 
-def apply(result: JournalResult, root: Path | None) -> Applied:
-    """Write the primary finding's drop-in (``--apply``)."""
+def incident_time(diagnosis: Diagnosis) -> str:
+    """When the diagnosed failure happened (its first timestamped evidence), UTC ISO 8601."""
+    primary = diagnosis.finding(diagnosis.primary)
+    stamps = [e.timestamp for e in (primary.evidence if primary else []) if e.timestamp]
+    stamps += [i.last_ts for i in diagnosis.inputs if i.last_ts]
+    if not stamps:
+        return "unknown"
+    return stamps[0].astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def apply(result: JournalResult, root: Path | None, into_override: bool = False) -> Applied:
+    """Add the primary finding's fix to the unit's diagnose drop-in (``--apply``)."""
     diagnosis = result.diagnosis
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None or primary.patch is None or not primary.patch.dropin:
@@ -196,7 +207,13 @@ def apply(result: JournalResult, root: Path | None) -> Applied:
             help=f"save the drop-in shown as ~/.config/systemd/user/{diagnosis.unit}.d/"
             f"{DROPIN_NAME}, then systemctl --user daemon-reload",
         )
-    if result.config is not None and result.options is not None:
+    if result.config is None:
+        raise UserError(
+            f"--apply: {diagnosis.unit or result.scope.unit}: the unit file was not found, so "
+            "the fix cannot be written against it: nothing written",
+            help="pass --unit-file PATH (or --root DIR for an installed tree)",
+        )
+    if result.options is not None:
         now = load_config(result.options, result.config.name)
         if now is None or now.fingerprint != result.config.fingerprint:
             raise UserError(
@@ -204,6 +221,18 @@ def apply(result: JournalResult, root: Path | None) -> Applied:
                 "nothing written",
                 help="run the diagnosis again, so the drop-in is made against the unit as it is",
             )
-    return apply_dropin(
-        diagnosis.unit or result.scope.unit, primary.patch.dropin, root or Path("/")
+    incident = incident_time(diagnosis)
+    fix = Fix(
+        id=fix_id(primary.signature, incident),
+        signature=primary.signature,
+        incident=incident,
+        patch=primary.patch.model_copy(update={"dropin": None}),
+    )
+    unit_file = result.options.unit_file if result.options is not None else None
+    return apply_fix(
+        fix,
+        diagnosis.unit or result.scope.unit,
+        root or Path("/"),
+        unit_file=unit_file,
+        into_override=into_override,
     )

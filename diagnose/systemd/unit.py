@@ -30,18 +30,35 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.core.dropin import DROPIN_NAME, escape_literal, quote_word, render_dropin
+from diagnose.core.dropin import (
+    DROPIN_NAME,
+    escape_literal,
+    quote_word,
+    render_dropin,
+    split_fixes,
+)
 from diagnose.core.errors import UserError
 from diagnose.core.models import Patch
 
 UNIT_DIRS = (
+    "etc/systemd/system.control",
+    "run/systemd/system.control",
+    "run/systemd/transient",
+    "run/systemd/generator.early",
     "etc/systemd/system",
+    "etc/systemd/system.attached",
     "run/systemd/system",
+    "run/systemd/system.attached",
+    "run/systemd/generator",
     "usr/local/lib/systemd/system",
     "usr/lib/systemd/system",
     "lib/systemd/system",
+    "run/systemd/generator.late",
 )
-"""System unit search path, highest priority first (relative to the root)."""
+"""The system manager's unit search path, highest priority first (relative to the root),
+as ``systemd-analyze unit-paths`` lists it (``lib/`` for distributions without merged /usr)."""
+ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
+"""How unit files are read and written: bytes that are not UTF-8 survive a round trip."""
 EXEC_PREFIXES = "-@:+!"
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 _ESCAPES = {
@@ -206,6 +223,8 @@ class EnvironmentFile:
     optional: bool
     loaded: bool = False
     values: dict[str, str] = field(default_factory=dict)
+    unreadable: str | None = None
+    """Why it could not be read (its variables are unknown); None when read or absent."""
 
 
 @dataclass
@@ -221,6 +240,8 @@ class UnitConfig:
     environment: dict[str, str] = field(default_factory=dict)
     """From Environment= (no expansion: ``$PATH`` stays as written)."""
     environment_files: list[EnvironmentFile] = field(default_factory=list)
+    unset: list[str] = field(default_factory=list)
+    """UnsetEnvironment=: removed from the environment last, whatever set them."""
     problems: list[str] = field(default_factory=list)
     """What makes the unit itself wrong (category ``unit_config``)."""
     fingerprint: str = ""
@@ -239,10 +260,15 @@ class UnitConfig:
 
     @property
     def effective_environment(self) -> dict[str, str]:
-        """Environment= then every loaded EnvironmentFile=, later ones winning."""
+        """Environment= then every loaded EnvironmentFile=, later ones winning; then
+        UnsetEnvironment= removes its names (``NAME`` or only ``NAME=value``)."""
         merged = dict(self.environment)
         for env_file in self.environment_files:
             merged.update(env_file.values)
+        for entry in self.unset:
+            name, has_value, value = entry.partition("=")
+            if name in merged and (not has_value or merged[name] == value):
+                del merged[name]
         return merged
 
 
@@ -323,7 +349,7 @@ def build_config(
     config = UnitConfig(name=name, fragment=fragment[0] if fragment else None)
     sources = [*([fragment] if fragment else []), *dropins]
     config.fingerprint = hashlib.sha256(
-        "\0".join(f"{path}\0{text}" for path, text in sources).encode()
+        "\0".join(f"{path}\0{text}" for path, text in sources).encode("utf-8", "surrogateescape")
     ).hexdigest()
     for path, text in sources:
         parsed = parse_unit_text(text, path)
@@ -364,21 +390,24 @@ def _apply(config: UnitConfig, setting: Setting) -> None:
             optional = value.startswith("-")
             config.environment_files.append(EnvironmentFile(value.lstrip("-").strip(), optional))
     elif key == "UnsetEnvironment":
-        for name in split_words(value):
-            config.environment.pop(name.split("=", 1)[0], None)
+        if not value:
+            config.unset.clear()
+        else:
+            config.unset += split_words(value)
 
 
 def _load_environment_file(
     config: UnitConfig, env_file: EnvironmentFile, root: Path | None
 ) -> None:
     if "%" in env_file.path:
+        env_file.unreadable = "its path holds % specifiers, which only systemd resolves"
         config.warnings.append(
             f"EnvironmentFile={env_file.path}: specifiers are resolved by systemd; not read here"
         )
         return
     path = under_root(root, env_file.path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(**ENCODING)
     except FileNotFoundError:
         if not env_file.optional:
             config.problems.append(
@@ -387,6 +416,7 @@ def _load_environment_file(
             )
         return
     except OSError as error:
+        env_file.unreadable = f"cannot read it: {error.strerror}"
         config.warnings.append(f"EnvironmentFile={env_file.path}: cannot read: {error.strerror}")
         return
     env_file.values = parse_environment_file(text)
@@ -401,48 +431,94 @@ def under_root(root: Path | None, path: str) -> Path:
 # -- finding the unit ---------------------------------------------------------------------
 
 
-def load_unit_file(path: Path, name: str | None = None, root: Path | None = None) -> UnitConfig:
-    """A unit from a file (``--unit-file``), with drop-ins from ``PATH.d/*.conf`` beside it."""
+def read_unit_text(path: Path, without_fixes: bool = False) -> str:
+    """A unit file or drop-in as text (bytes that are not UTF-8 kept as surrogate escapes);
+    ``without_fixes``: diagnose's own marked fix blocks left out."""
+    text = path.read_text(**ENCODING)
+    return split_fixes(text)[0] if without_fixes else text
+
+
+def load_unit_file(
+    path: Path, name: str | None = None, root: Path | None = None, without_fixes: bool = False
+) -> UnitConfig:
+    """A unit from a file (``--unit-file``), with drop-ins from ``PATH.d/*.conf`` beside it and,
+    under a root, the drop-ins systemd would read for it there."""
+    unit = name or path.name
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(**ENCODING)
     except OSError as error:
         raise UserError(f"{path}: cannot read the unit file: {error.strerror}") from None
     directory = Path(f"{path}.d")
-    dropins = sorted(directory.glob("*.conf")) if directory.is_dir() else []
+    found = {d.name: d for d in sorted(directory.glob("*.conf"))} if directory.is_dir() else {}
+    if root is not None:
+        for conf in dropin_paths(unit, root):
+            found.setdefault(conf.name, conf)
+    dropins = [found[key] for key in sorted(found)]
     return build_config(
-        name or path.name,
+        unit,
         (str(path), text),
-        [(str(d), d.read_text(encoding="utf-8", errors="replace")) for d in dropins],
+        [(str(d), read_unit_text(d, without_fixes)) for d in dropins],
         root,
     )
 
 
-def find_unit(name: str, root: Path, exclude: Iterable[str] = ()) -> UnitConfig | None:
-    """A unit from a root's search path (what ``systemctl --root`` would load)."""
-    fragment: Path | None = None
+def dropin_dir_names(name: str) -> list[str]:
+    """The ``.d`` directories systemd reads for a unit, most specific first: the unit, its
+    template, each dash prefix (``a-b-.service.d``, ``a-.service.d``), its type (``service.d``).
+
+    >>> dropin_dir_names("vllm-qwen@2.service")
+    ['vllm-qwen@2.service.d', 'vllm-qwen@.service.d', 'vllm-.service.d', 'service.d']
+    """
+    stem, _, kind = name.rpartition(".")
+    names = unit_file_names(name)
+    base = stem.split("@", 1)[0]
+    parts = base.split("-")
+    for i in range(len(parts) - 1, 0, -1):
+        names.append("-".join(parts[:i]) + "-." + kind)
+    names.append(kind)
+    return [f"{n}.d" for n in dict.fromkeys(names)]
+
+
+def dropin_paths(name: str, root: Path) -> list[Path]:
+    """Every drop-in systemd applies to ``name`` under ``root``, in the order it applies them:
+    by file name across all directories; of two files with one name, the one in the
+    higher-priority directory (``/etc`` before ``/run`` before ``/usr/lib``) is read."""
+    found: dict[str, Path] = {}
+    for directory in UNIT_DIRS:
+        for folder_name in dropin_dir_names(name):
+            folder = root / directory / folder_name
+            if not folder.is_dir():
+                continue
+            for conf in sorted(folder.glob("*.conf")):
+                found.setdefault(conf.name, conf)
+    return [found[key] for key in sorted(found)]
+
+
+def fragment_path(name: str, root: Path) -> Path | None:
+    """The unit file systemd loads for ``name`` under ``root``: the first in the search path
+    (the unit itself before its template)."""
     for directory in UNIT_DIRS:
         for candidate in unit_file_names(name):
             path = root / directory / candidate
             if path.is_file():
-                fragment = path
-                break
-        if fragment:
-            break
+                return path
+    return None
+
+
+def find_unit(
+    name: str, root: Path, exclude: Iterable[str] = (), without_fixes: bool = False
+) -> UnitConfig | None:
+    """A unit from a root's search path (what ``systemctl --root`` would load): its file and
+    every drop-in systemd would apply. ``without_fixes``: diagnose's own blocks left out."""
+    fragment = fragment_path(name, root)
     if fragment is None:
         return None
-    found: dict[str, Path] = {}
-    for directory in reversed(UNIT_DIRS):  # higher-priority directories replace same names
-        for candidate in unit_file_names(name):
-            folder = root / directory / f"{candidate}.d"
-            if folder.is_dir():
-                for conf in folder.glob("*.conf"):
-                    found[conf.name] = conf
     excluded = set(exclude)
-    dropins = [found[key] for key in sorted(found) if key not in excluded]
+    dropins = [d for d in dropin_paths(name, root) if d.name not in excluded]
     return build_config(
         name,
-        (str(fragment), fragment.read_text(encoding="utf-8", errors="replace")),
-        [(str(d), d.read_text(encoding="utf-8", errors="replace")) for d in dropins],
+        (str(fragment), fragment.read_text(**ENCODING)),
+        [(str(d), read_unit_text(d, without_fixes)) for d in dropins],
         root,
     )
 
@@ -478,8 +554,11 @@ def parse_systemctl_cat(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def systemctl_unit(name: str, exclude: Iterable[str] = (), user: bool = False) -> UnitConfig | None:
-    """The unit as the running systemd has it (``systemctl [--user] cat``), or None."""
+def systemctl_unit(
+    name: str, exclude: Iterable[str] = (), user: bool = False, without_fixes: bool = False
+) -> UnitConfig | None:
+    """The unit as the running systemd has it (``systemctl [--user] cat``), or None.
+    ``without_fixes``: diagnose's own blocks left out."""
     systemctl = shutil.which("systemctl")
     if systemctl is None:
         return None
@@ -487,19 +566,23 @@ def systemctl_unit(name: str, exclude: Iterable[str] = (), user: bool = False) -
         result = subprocess.run(
             [systemctl, *(["--user"] if user else []), "cat", "--no-pager", name],
             capture_output=True,
-            text=True,
             timeout=20,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if result.returncode != 0 or not result.stdout.strip():
+    output = result.stdout.decode(**ENCODING)
+    if result.returncode != 0 or not output.strip():
         return None
-    files = parse_systemctl_cat(result.stdout)
+    files = parse_systemctl_cat(output)
     if not files:
         return None
     excluded = set(exclude)
-    dropins = [f for f in files[1:] if Path(f[0]).name not in excluded]
+    dropins = [
+        (path, split_fixes(text)[0] if without_fixes else text)
+        for path, text in files[1:]
+        if Path(path).name not in excluded
+    ]
     return build_config(name, files[0], dropins)
 
 
@@ -551,6 +634,67 @@ def patched_argv(argv: list[str], patch: Patch) -> list[str]:
     return result
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def variable_words(argv: list[str], environment: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """What each ``$VAR``/``${VAR}`` in ``argv`` expands to, as systemd expands ExecStart=: a
+    word that is exactly ``$VAR`` becomes the value's words, ``${VAR}`` inside a word one word;
+    ``$$`` is a literal ``$``. A variable nothing defines maps to ``()``."""
+    found: dict[str, tuple[str, ...]] = {}
+    for word in argv:
+        for part in word.split("$$"):
+            for match in _VARIABLE.finditer(part):
+                name = match.group(1) or match.group(2)
+                if match.group(2) and part != f"${name}":
+                    continue  # braceless inside a word: systemd leaves it as written
+                if name in environment:
+                    value = environment[name]
+                    found[name] = tuple(value.split()) if match.group(2) else (value,)
+                else:
+                    found.setdefault(name, ())
+    return found
+
+
+def patch_blocker(config: UnitConfig, patch: Patch) -> str | None:
+    """Why the flags of ``patch`` cannot be changed exactly from a drop-in, or None.
+
+    A word taken from ``$VAR`` is kept as written when the variable does not hold a flag the
+    patch changes (the result is exact); a variable that does, or that nothing defines, or an
+    EnvironmentFile= that cannot be read, is a reason to refuse rather than guess."""
+    command = config.command
+    if command is None:
+        return f"{config.name} has no ExecStart= to change; add the flags to your command line"
+    if command.through_shell:
+        return (
+            "ExecStart= runs a shell script, and the server's flags are inside it: change them "
+            "in the script"
+        )
+    unreadable = [f for f in config.environment_files if f.unreadable]
+    variables = variable_words(command.argv, config.effective_environment)
+    if unreadable and variables:
+        env_file = unreadable[0]
+        return (
+            f"ExecStart= uses ${next(iter(variables))} and EnvironmentFile={env_file.path} "
+            f"{env_file.unreadable}: its value is unknown, so the new command line could be wrong"
+        )
+    touched = {_flag(word) for word in [*patch.args_remove, *patch.args_add] if word[:1] == "-"}
+    for name, words in variables.items():
+        defined = name in config.effective_environment
+        if not defined:
+            return (
+                f"ExecStart= uses ${name}, which no Environment= or EnvironmentFile= defines "
+                "(systemd expands it to nothing): define it, or remove it from ExecStart="
+            )
+        held = [word for word in words if word.startswith("-") and _flag(word) in touched]
+        if held:
+            return (
+                f"{held[0]} is set inside ${name} ({name}={config.effective_environment[name]}), "
+                f"not in ExecStart= itself: change it where {name} is set"
+            )
+    return None
+
+
 @dataclass
 class RenderedPatch:
     dropin: str | None
@@ -569,14 +713,8 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
     before_argv = command.argv if command else []
     after_argv = before_argv
     if patch.args_add or patch.args_remove:
-        if command is None:
-            note = f"{config.name} has no ExecStart= to change; add the flags to your command line"
-        elif command.through_shell or any(w.startswith("$") and "=" not in w for w in command.argv):
-            note = (
-                "ExecStart= runs a shell script or takes flags from $VARIABLES; change the "
-                "flags where they are set"
-            )
-        else:
+        note = patch_blocker(config, patch)
+        if note is None and command is not None:
             after_argv = patched_argv(command.argv, patch)
             exec_start = ExecCommand(command.prefix, after_argv).render()
     before_env = config.effective_environment
