@@ -11,8 +11,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import pwd
 import shlex
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,6 @@ from typing import Any
 
 import yaml
 
-from diagnose.core.dropin import DROPIN_NAME
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.units import unit_name
@@ -77,16 +79,16 @@ class PreflightResult:
     notes: list[str]
 
 
-def _load_unit(options: PreflightOptions, exclude: list[str]) -> UnitConfig | None:
+def _load_unit(options: PreflightOptions, without_fixes: bool = False) -> UnitConfig | None:
     name = unit_name(options.unit) if options.unit else None
     if options.unit_file is not None:
         if not options.unit_file.is_file():
             raise UserError(f"--unit-file {options.unit_file}: no such file")
-        return load_unit_file(options.unit_file, name, options.root)
+        return load_unit_file(options.unit_file, name, options.root, without_fixes=without_fixes)
     assert name is not None
     if options.root is not None:
-        return find_unit(name, options.root, exclude=exclude)
-    return systemctl_unit(name, exclude=exclude)
+        return find_unit(name, options.root, without_fixes=without_fixes)
+    return systemctl_unit(name, without_fixes=without_fixes)
 
 
 def _data(name: str) -> dict[str, Any]:
@@ -117,6 +119,116 @@ def _env_origins(unit: UnitConfig) -> dict[str, Origin]:
         for name, value in env_file.values.items():
             origins[name] = Origin(env_file.path, None, f"{name}={value}")
     return origins
+
+
+# -- what systemd itself would refuse -------------------------------------------------------
+
+
+def _setting_origin(unit: UnitConfig, key: str) -> tuple[str | None, int | None, str]:
+    found = [s for s in unit.settings if s.section == "Service" and s.key == key and s.value]
+    if not found:
+        return unit.fragment, None, f"[Service] has no {key}="
+    return found[-1].path, found[-1].line, f"{key}={found[-1].value}"
+
+
+def _problem(unit: UnitConfig, key: str, kind: str, text: str) -> dict[str, Any]:
+    source, line, written = _setting_origin(unit, key)
+    return {
+        "problem": text,
+        "kind": kind,
+        "setting": key,
+        "at_source": source or unit.name,
+        "at_line": line,
+        "at_text": written,
+    }
+
+
+def _user_exists(user: str, root: Path | None) -> bool | None:
+    """Whether ``user`` exists (None: cannot tell here)."""
+    if user.isdigit():
+        return True
+    if root is None:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            return False
+        return True
+    try:
+        text = (root / "etc/passwd").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return any(line.split(":", 1)[0] == user for line in text.splitlines())
+
+
+def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
+    """What systemd would refuse before the server starts: no ExecStart=, a required
+    EnvironmentFile= or the WorkingDirectory= missing, a User= that does not exist."""
+    problems: list[dict[str, Any]] = []
+    if not unit.exec_start and unit.get("Service", "Type") != "oneshot":
+        problems.append(
+            _problem(
+                unit,
+                "ExecStart",
+                "no_exec_start",
+                'the unit has no ExecStart=: systemd refuses to start it ("Service has no '
+                'ExecStart=, ExecStop=, or SuccessAction=. Refusing.")',
+            )
+        )
+    for env_file in unit.environment_files:
+        if not env_file.loaded and not env_file.optional and env_file.unreadable is None:
+            problem = _problem(
+                unit,
+                "EnvironmentFile",
+                "environment_file_missing",
+                f"EnvironmentFile={env_file.path} does not exist: systemd fails the start "
+                '("Failed to load environment files"); create it, or write '
+                f"EnvironmentFile=-{env_file.path} to make it optional",
+            )
+            problems.append(problem)
+    directory = unit.get("Service", "WorkingDirectory") or ""
+    checkable = directory.startswith("/") and "%" not in directory
+    if checkable and not under_root(root, directory).is_dir():
+        problems.append(
+            _problem(
+                unit,
+                "WorkingDirectory",
+                "working_directory_missing",
+                f"WorkingDirectory={directory} does not exist: systemd fails the start with "
+                "status=200/CHDIR",
+            )
+        )
+    user = unit.get("Service", "User")
+    dynamic = (unit.get("Service", "DynamicUser") or "").lower() in ("yes", "true", "1", "on")
+    if user and "%" not in user and not dynamic and _user_exists(user, root) is False:
+        problems.append(
+            _problem(
+                unit,
+                "User",
+                "user_missing",
+                f"User={user} does not exist on this host: systemd fails the start with "
+                "status=217/USER",
+            )
+        )
+    return problems
+
+
+def analyze_verify(unit: UnitConfig) -> list[str]:
+    """``systemd-analyze verify`` of the unit file, where the tool is installed: the lines it
+    reports about the unit (empty when it has nothing to say or cannot run)."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None or unit.fragment is None:
+        return []
+    try:
+        result = subprocess.run(
+            [tool, "verify", "--man=no", unit.fragment],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    text = result.stderr.decode("utf-8", "replace")
+    return [line for line in text.splitlines() if unit.name in line or unit.fragment in line]
 
 
 # -- facts the checks need ----------------------------------------------------------------
@@ -319,13 +431,13 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         env_origins: dict[str, Origin] = {}
         name = unit_name(options.unit) if options.unit else None
     elif options.unit or options.unit_file:
-        unit = _load_unit(options, exclude=[])
+        unit = _load_unit(options)
         if unit is None:
             raise UserError(
                 f"{unit_name(options.unit or '')}: unit not found",
                 help="pass --unit-file PATH, or --root DIR for an installed tree",
             )
-        notes += unit.problems + unit.warnings
+        notes += unit.warnings
         command = unit.command
         environment = unit.effective_environment
         argv = command.argv if command else []
@@ -368,6 +480,13 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         flags=_data("_flags.yaml"),
         engine_version=version,
     )
+    if unit is not None:
+        config.unit_problems = unit_problems(unit, options.root)
+        if options.root is None and options.unit_file is None:
+            config.unit_problems += [
+                {**_problem(unit, "ExecStart", "verify", line), "at_text": line}
+                for line in analyze_verify(unit)
+            ]
     if parsed.engine is None:
         return config, unit
     live = options.root is None
@@ -419,8 +538,7 @@ def run_preflight(
     signatures = load_library(signature_dirs)
     diagnosis = check(config, signatures, _inputs(options, unit))
     if unit is not None:
-        base = unit if DROPIN_NAME not in {Path(d).name for d in unit.dropins} else None
-        base = base or _load_unit(options, exclude=[DROPIN_NAME]) or unit
+        base = _load_unit(options, without_fixes=True) or unit
         diagnosis = patched_against_unit(diagnosis, base, notes)
     elif any(f.patch for f in diagnosis.findings):
         notes.append("no unit given (-u or --unit-file): patches name the changes, no drop-in")

@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.models import Diagnosis, Evidence, InputSummary, Severity
+from diagnose.core.models import Diagnosis, Evidence, Finding, InputSummary, Role, Severity
 from diagnose.core.ranking import Draft, derive, primary_of, rank
 from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
@@ -116,6 +116,9 @@ class LaunchConfig:
     """``_flags.yaml``: per engine, flags of the other engine."""
     engine_version: EngineVersion | None = None
     """The engine release the command runs, when known (its flag table is used)."""
+    unit_problems: list[dict[str, Any]] = field(default_factory=list)
+    """What systemd would refuse in the unit itself (no ExecStart=, a missing required
+    EnvironmentFile= or WorkingDirectory=, an unknown User=), with where it is written."""
 
     def version_for(self, engine: str) -> EngineVersion:
         """The release to check ``engine``'s flags against: the known one, else the newest."""
@@ -395,6 +398,7 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
     engine = command.engine
     environment = {**config.environment, **command.environment}
     values: dict[str, Any] = {**environment}
+    values["unit_problems"] = list(config.unit_problems)
     if config.unit:
         values["unit"] = config.unit
     if engine is None:
@@ -638,11 +642,23 @@ def _draft(
     derive(signature, own)
     certain = bool(item.get("certain", True)) if item is not None else True
     extra = [str(item["variable"])] if item is not None and item.get("variable") else []
+    evidence = _evidence(signature, rule, config, own, extra)
+    if item is not None and item.get("at_source"):
+        message = expr.fill(rule.evidence, own) if rule.evidence else None
+        evidence = [
+            Evidence(
+                source=str(item["at_source"]),
+                line=item.get("at_line"),
+                unit=config.unit,
+                text=str(item.get("at_text") or ""),
+                message=message,
+            )
+        ]
     return Draft(
         signature=_view(signature, rule, per_item, certain),
         seq=PHASE_ORDER[rule.phase],
         values=own,
-        evidence=_evidence(signature, rule, config, own, extra),
+        evidence=evidence,
         count=1,
         attempts=1,
         phase=rule.phase,
@@ -688,6 +704,14 @@ def drafts(config: LaunchConfig, signatures: Iterable[Signature]) -> list[Draft]
     return out
 
 
+def _independent(finding: Finding) -> Finding:
+    """Before the start nothing follows from anything: each failure is a problem of its own,
+    with its own fix (the primary is the one the server would hit first)."""
+    if finding.role is Role.SYMPTOM:
+        return finding.model_copy(update={"role": Role.ROOT_CAUSE, "caused_by": None})
+    return finding
+
+
 def check(
     config: LaunchConfig,
     signatures: Iterable[Signature],
@@ -696,7 +720,7 @@ def check(
 ) -> Diagnosis:
     """The launch configuration against the library: a diagnosis as ``diagnose`` reports one
     (no start attempts; evidence points at the unit file's lines)."""
-    findings = rank(drafts(config, signatures))
+    findings = [_independent(f) for f in rank(drafts(config, signatures))]
     values_engine = parse_command(config.argv, config.engine_version).engine
     return Diagnosis(
         inputs=inputs or [],
