@@ -15,7 +15,7 @@ import pytest
 
 from diagnose.inputs import gpu
 from diagnose.runs.journal import JournalOptions, diagnose_journal
-from diagnose.systemd.unit import parse_rendered_exec_start
+from diagnose.systemd.unit import find_unit, parse_rendered_exec_start
 from tests import journalgen
 from tests.conftest import REPO, run_cli
 
@@ -115,6 +115,32 @@ def test_apply_twice_under_a_root(loop_journal: Path, tmp_path: Path) -> None:
     assert parse_rendered_exec_start(primary["patch"]["dropin"]) == parse_rendered_exec_start(
         written.read_text()
     )
+
+
+def test_apply_wins_over_override_conf_and_refuses_what_it_cannot_prove(
+    loop_journal: Path, tmp_path: Path
+) -> None:
+    system = tmp_path / "etc/systemd/system"
+    (system / "sglang-qwen.service.d").mkdir(parents=True)
+    shutil.copy(UNIT_FILE, system / "sglang-qwen.service")
+    override = system / "sglang-qwen.service.d/override.conf"
+    override.write_text("[Service]\nEnvironment=SGLANG_ENABLE_SPEC_V2=0\n")  # systemctl edit
+    args = ("journal", "-u", "sglang-qwen", "--file", loop_journal, "--root", tmp_path)
+    applied = run_cli(*args, "--apply")
+    assert applied.returncode == 1, applied.stderr
+    assert "checked: the effective configuration" in applied.stderr
+    config = find_unit("sglang-qwen.service", tmp_path)
+    assert config is not None and config.effective_environment["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert config.command is not None and config.command.argv[-1] == "extra_buffer"
+    # an EnvironmentFile= that sets the variable overrides any Environment=: refused, exit 2
+    (tmp_path / "etc/sglang.env").write_text("SGLANG_ENABLE_SPEC_V2=0\n")
+    override.write_text("[Service]\nEnvironmentFile=/etc/sglang.env\n")
+    before = (system / "sglang-qwen.service.d/zz-diagnose.conf").read_text()
+    refused = run_cli(*args, "--apply")
+    assert refused.returncode == 2, refused.stderr
+    assert "would not take effect" in refused.stderr and "/etc/sglang.env" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (system / "sglang-qwen.service.d/zz-diagnose.conf").read_text() == before
 
 
 def test_apply_with_nothing_to_write_is_a_user_error(tmp_path: Path) -> None:

@@ -186,3 +186,51 @@ def test_a_copied_venv_fixture_is_read_under_root(tmp_path: Path) -> None:
     (finding,) = _by(diagnosis, "launch-invalid-argument-value")
     assert "vLLM 0.33.0" in finding.explanation
     shutil.rmtree(tmp_path / "srv")
+
+
+def test_vllm_nested_json_keys_are_options_of_their_own() -> None:
+    argv = [
+        *VLLM,
+        "--speculative-config.method",
+        "mtp",
+        "--speculative_config.num_speculative_tokens",
+        "2",
+    ]
+    assert _check(argv, "vllm==0.34.0").findings == []
+
+
+# -- what systemd itself refuses ----------------------------------------------------------
+
+
+def test_a_unit_without_execstart_is_refused() -> None:
+    unit = FIXTURES / "units/014-linux-vllm-infra-lab-no-execstart.service"
+    result = run_cli("preflight", "--unit-file", unit, "--no-gpu", "--no-port", "-f", "json")
+    assert result.returncode == 1, result.stderr
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["signature"] == "systemd-exec-failed" and finding["severity"] == "critical"
+    assert "has no ExecStart=" in finding["explanation"]
+    assert finding["evidence"][0]["source"] == str(unit)
+
+
+def test_what_systemd_refuses_is_one_finding_each_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "srv/ok").mkdir(parents=True)
+    unit = tmp_path / "v.service"
+    unit.write_text(
+        "[Service]\nUser=vllm\nWorkingDirectory=/srv/missing\nEnvironmentFile=/etc/v.env\n"
+        "EnvironmentFile=-/etc/optional.env\nExecStart=/usr/bin/vllm serve m\n"
+    )
+    options = PreflightOptions(unit_file=unit, root=tmp_path, gpu=False, port=False)
+    diagnosis = run_preflight(options, [], lambda _: None).diagnosis
+    findings = _by(diagnosis, "systemd-exec-failed")
+    lines = sorted((f.evidence[0].line, f.role.value) for f in findings)
+    assert lines == [(2, "root_cause"), (3, "root_cause"), (4, "root_cause")]
+    texts = " ".join(f.explanation for f in findings)
+    assert "User=vllm does not exist" in texts and "/srv/missing does not exist" in texts
+    assert "EnvironmentFile=/etc/v.env does not exist" in texts and "optional.env" not in texts
+    unit.write_text(
+        unit.read_text().replace("vllm\nWorking", "root\nWorking").replace("missing", "ok")
+    )
+    (tmp_path / "etc/v.env").write_text("A=1\n")
+    assert run_preflight(options, [], lambda _: None).diagnosis.findings == []

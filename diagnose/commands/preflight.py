@@ -124,15 +124,22 @@ def _env_origins(unit: UnitConfig) -> dict[str, Origin]:
 # -- what systemd itself would refuse -------------------------------------------------------
 
 
-def _setting_origin(unit: UnitConfig, key: str) -> tuple[str | None, int | None, str]:
+def _setting_origin(
+    unit: UnitConfig, key: str, value: str | None = None
+) -> tuple[str | None, int | None, str]:
+    """Where ``key=`` is set last (the one set to ``value``, when given)."""
     found = [s for s in unit.settings if s.section == "Service" and s.key == key and s.value]
+    if value is not None:
+        found = [s for s in found if s.value.lstrip("-").strip() == value] or found
     if not found:
         return unit.fragment, None, f"[Service] has no {key}="
     return found[-1].path, found[-1].line, f"{key}={found[-1].value}"
 
 
-def _problem(unit: UnitConfig, key: str, kind: str, text: str) -> dict[str, Any]:
-    source, line, written = _setting_origin(unit, key)
+def _problem(
+    unit: UnitConfig, key: str, kind: str, text: str, value: str | None = None
+) -> dict[str, Any]:
+    source, line, written = _setting_origin(unit, key, value)
     return {
         "problem": text,
         "kind": kind,
@@ -183,6 +190,7 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
                 f"EnvironmentFile={env_file.path} does not exist: systemd fails the start "
                 '("Failed to load environment files"); create it, or write '
                 f"EnvironmentFile=-{env_file.path} to make it optional",
+                env_file.path,
             )
             problems.append(problem)
     directory = unit.get("Service", "WorkingDirectory") or ""

@@ -229,7 +229,8 @@ def parse_command(argv: list[str], version: EngineVersion | None = None) -> Comm
         value: Any = word.value if word.value is not None else True
         if len(word.values) > 1:
             value = " ".join(word.values)
-        name = re.sub(r"\W", "_", word.flag.lstrip("-"))
+        nested = "." in word.written  # vLLM: one key of a JSON option
+        name = re.sub(r"\W", "_", (word.written if nested else word.flag).lstrip("-"))
         command.args[name] = value
         if name in aliases:
             command.args[aliases[name]] = value

@@ -159,6 +159,17 @@ def _is_option(word: str) -> bool:
     return False
 
 
+def _lookup(table: FlagTable, name: str) -> FlagLookup:
+    """``table.lookup``, and vLLM's nested form: ``--speculative-config.method`` sets one key
+    of the JSON option ``--speculative-config`` (its parser reads the name up to the dot)."""
+    lookup = table.lookup(name)
+    if lookup.outcome == "unknown" and table.parser.underscores_as_dashes and "." in name:
+        head = table.lookup(name.split(".", 1)[0])
+        if head.option is not None:
+            return FlagLookup(name, head.outcome, head.option, head.candidates)
+    return lookup
+
+
 def parse_words(words: Sequence[str], table: FlagTable) -> list[FlagWord]:
     """The options in ``words`` (the engine's arguments) as ``table``'s parser reads them."""
     return read_command(words, table)[0]
@@ -177,7 +188,7 @@ def read_command(words: Sequence[str], table: FlagTable) -> tuple[list[FlagWord]
             positional.append(word)
             continue
         name, has_inline, inline = word.partition("=")
-        lookup = table.lookup(name)
+        lookup = _lookup(table, name)
         takes = _takes(lookup.option)
         if has_inline:
             out.append(FlagWord(name, lookup, inline, (inline,), underscores))
@@ -250,7 +261,7 @@ def problems(
         if lookup.outcome == "unknown":
             out["unknown_flags"].append(_unknown(engine, word, table, others, version, foreign))
         elif lookup.outcome == "ambiguous":
-            elsewhere = any(t.lookup(word.written).outcome != "ambiguous" for t in others)
+            elsewhere = any(_lookup(t, word.written).outcome != "ambiguous" for t in others)
             kind, successors = _successor(engine, word.written, used)
             out["ambiguous_flags"].append(
                 {
@@ -287,7 +298,7 @@ def _unknown(
         "suggestion": "",
         "successors": [],
     }
-    elsewhere = any(t.lookup(written).outcome != "unknown" for t in others)
+    elsewhere = any(_lookup(t, written).outcome != "unknown" for t in others)
     dashed = "--" + written[2:].replace("_", "-") if written.startswith("--") else written
     kind, successors = _successor(engine, written, table.version)
     if written in foreign or dashed in foreign:
@@ -339,7 +350,7 @@ def _bad_choice(
     value = wrong[0]
 
     def accepted(other: FlagTable) -> bool:
-        found = other.lookup(word.written).option
+        found = _lookup(other, word.written).option
         return bool(found and found.choices and value in [str(c) for c in found.choices])
 
     folded = {c.lower(): c for c in choices}
