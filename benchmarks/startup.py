@@ -52,7 +52,9 @@ def main() -> None:
     bare = min(results["python -c pass"])
     print(f"{'command':<22}{'best s':>9}{'median s':>10}{'x python':>10}")
     for name, times in results.items():
-        print(f"{name:<22}{min(times):>9.3f}{statistics.median(times):>10.3f}{min(times) / bare:>10.1f}")
+        print(
+            f"{name:<22}{min(times):>9.3f}{statistics.median(times):>10.3f}{min(times) / bare:>10.1f}"
+        )
 
 
 if __name__ == "__main__":
