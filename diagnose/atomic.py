@@ -13,13 +13,19 @@ def write_atomically(
     """A temporary file beside ``path``, flushed to disk, then renamed over it.
 
     ``mode`` defaults to what the umask allows for a new file. Raises ``OSError``; the
-    temporary file never outlives a failure."""
+    temporary file never outlives a failure. ``errors="surrogateescape"`` writes back bytes
+    that were read that way (unit files that are not UTF-8)."""
+    write_bytes_atomically(path, text.encode("utf-8", errors), mode)
+
+
+def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) -> None:
+    """:func:`write_atomically` for bytes."""
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
     try:
-        with open(descriptor, "w", encoding="utf-8", errors=errors) as handle:
-            handle.write(text)
+        with open(descriptor, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         if mode is None:
