@@ -21,8 +21,9 @@ True
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from diagnose.core.versions import release
@@ -205,19 +206,31 @@ def read_command(words: Sequence[str], table: FlagTable) -> tuple[list[FlagWord]
     return out, positional
 
 
+class _Others:
+    """The other releases' tables, iterated on demand."""
+
+    def __init__(self, engine: str, used: str) -> None:
+        self.engine, self.used = engine, used
+
+    def __iter__(self) -> Iterator[FlagTable]:
+        return iter(_other_tables(self.engine, self.used))
+
+
 # -- problems ------------------------------------------------------------------------------
 
 
-def _other_tables(engine: str, used: str) -> list[FlagTable]:
-    return [flag_table(engine, v) for v in versions(engine) if v != used]
+@cache
+def _other_tables(engine: str, used: str) -> tuple[FlagTable, ...]:
+    """The other mined releases' tables (loaded only when a problem needs them)."""
+    return tuple(flag_table(engine, v) for v in versions(engine) if v != used)
 
 
-def _certain(version: EngineVersion, holds_elsewhere: bool) -> bool:
+def _certain(version: EngineVersion, holds_elsewhere: Callable[[], bool]) -> bool:
     """Certain: the table is the version in use, or every release agrees (and the version is
     not newer than every mined one, where new flags may exist)."""
     if version.exact:
         return True
-    return not holds_elsewhere and not version.newer_than_mined
+    return not version.newer_than_mined and not holds_elsewhere()
 
 
 def _successor(engine: str, flag: str, version: str) -> tuple[str, tuple[str, ...]]:
@@ -249,7 +262,7 @@ def problems(
     if used is None:
         return out
     table = flag_table(engine, used)
-    others = _other_tables(engine, used)
+    others = _Others(engine, used)
     checked = f"{_display(engine)} {used}"
     seen: set[str] = set()
     for word in parse_words(words, table):
@@ -261,7 +274,11 @@ def problems(
         if lookup.outcome == "unknown":
             out["unknown_flags"].append(_unknown(engine, word, table, others, version, foreign))
         elif lookup.outcome == "ambiguous":
-            elsewhere = any(_lookup(t, word.written).outcome != "ambiguous" for t in others)
+            written = word.written
+
+            def elsewhere(written: str = written) -> bool:
+                return any(_lookup(t, written).outcome != "ambiguous" for t in others)
+
             kind, successors = _successor(engine, word.written, used)
             out["ambiguous_flags"].append(
                 {
@@ -284,7 +301,7 @@ def _unknown(
     engine: str,
     word: FlagWord,
     table: FlagTable,
-    others: list[FlagTable],
+    others: Iterable[FlagTable],
     version: EngineVersion,
     foreign: Mapping[str, str],
 ) -> dict[str, Any]:
@@ -298,7 +315,13 @@ def _unknown(
         "suggestion": "",
         "successors": [],
     }
-    elsewhere = any(_lookup(t, written).outcome != "unknown" for t in others)
+
+    def elsewhere() -> bool:
+        """Another release knows it (SGLang's underscore rule holds in every release)."""
+        if item["kind"] == "underscore":
+            return False
+        return any(_lookup(t, written).outcome != "unknown" for t in others)
+
     dashed = "--" + written[2:].replace("_", "-") if written.startswith("--") else written
     kind, successors = _successor(engine, written, table.version)
     if written in foreign or dashed in foreign:
@@ -307,7 +330,6 @@ def _unknown(
     elif "_" in written and dashed != written and table.lookup(dashed).outcome == "exact":
         item["kind"] = "underscore"
         item["suggestion"] = dashed
-        elsewhere = False  # the parser's rule, the same in every release
     elif kind:
         if kind == "removed" and not successors:
             successors = _alias_target(written, table, others)
@@ -325,7 +347,7 @@ def _unknown(
     return item
 
 
-def _alias_target(written: str, table: FlagTable, others: list[FlagTable]) -> tuple[str, ...]:
+def _alias_target(written: str, table: FlagTable, others: Iterable[FlagTable]) -> tuple[str, ...]:
     """A removed flag that was a deprecated alias in another release (its ``dest`` another
     option's): the option it stood for, when this release has it."""
     for other in others:
@@ -339,7 +361,7 @@ def _alias_target(written: str, table: FlagTable, others: list[FlagTable]) -> tu
 
 
 def _bad_choice(
-    word: FlagWord, table: FlagTable, others: list[FlagTable], version: EngineVersion
+    word: FlagWord, table: FlagTable, others: Iterable[FlagTable], version: EngineVersion
 ) -> dict[str, Any] | None:
     option = word.option
     assert option is not None and option.choices is not None
@@ -367,7 +389,7 @@ def _bad_choice(
         "value": value,
         "choices": choices,
         "suggestion": suggestion,
-        "certain": _certain(version, any(accepted(t) for t in others)),
+        "certain": _certain(version, lambda: any(accepted(t) for t in others)),
     }
 
 
