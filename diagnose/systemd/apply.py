@@ -13,6 +13,7 @@ reloads or restarts anything: it says which commands to run.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class Applied:
     """The drop-in held nothing else and was deleted (its backup is kept)."""
 
     def commands(self, unit: str) -> list[str]:
-        return ["systemctl daemon-reload", f"systemctl restart {unit}"]
+        return ["systemctl daemon-reload", f"systemctl restart {shlex.quote(unit)}"]
 
 
 def unit_path(unit: str, root: Path = Path("/")) -> Path:
