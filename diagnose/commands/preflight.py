@@ -221,8 +221,9 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
 
 
 def analyze_verify(unit: UnitConfig) -> list[str]:
-    """``systemd-analyze verify`` of the unit file, where the tool is installed: the lines it
-    reports about the unit (empty when it has nothing to say or cannot run)."""
+    """``systemd-analyze verify`` of the unit file, where the tool is installed: what would
+    stop the start (a command that is not executable, a line of the unit's files systemd
+    rejects), not what it ignores or what the host lacks (empty when it cannot run)."""
     tool = shutil.which("systemd-analyze")
     if tool is None or unit.fragment is None:
         return []
@@ -236,7 +237,12 @@ def analyze_verify(unit: UnitConfig) -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     text = result.stderr.decode("utf-8", "replace")
-    return [line for line in text.splitlines() if unit.name in line or unit.fragment in line]
+    files = tuple(f"{path}:" for path in (unit.fragment, *unit.dropins))
+    return [
+        line
+        for line in text.splitlines()
+        if "is not executable" in line or (line.startswith(files) and "ignoring" not in line)
+    ]
 
 
 # -- facts the checks need ----------------------------------------------------------------
