@@ -234,3 +234,18 @@ def test_what_systemd_refuses_is_one_finding_each_at_its_line(tmp_path: Path) ->
     )
     (tmp_path / "etc/v.env").write_text("A=1\n")
     assert run_preflight(options, [], lambda _: None).diagnosis.findings == []
+
+
+def test_a_failure_known_only_in_other_releases_is_a_warning_that_says_so() -> None:
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Qwen3.5-122B-A10B",
+            "--speculative-algo", "NEXTN"]  # fmt: skip
+    in_range = _check(argv, "sglang==0.5.10")
+    (finding,) = _by(in_range, "sglang-spec-v2-required")
+    assert finding.severity.value == "critical"
+    assert "Fixed in SGLang 0.5.23: upgrading also fixes it." in finding.explanation
+    newer = _check(argv, "sglang==0.5.23")
+    (finding,) = _by(newer, "sglang-spec-v2-required")
+    assert (finding.severity.value, finding.confidence.value) == ("warning", "low")
+    assert "This applies to SGLang 0.5.10; the version in use is SGLang 0.5.23." in (
+        finding.explanation
+    )

@@ -52,19 +52,23 @@ class VersionCheck:
     fixed_in: str | None = None
     shown: str | None = None
     outside: bool = False
+    seen: str = "the log shows"
+    """How the version is known (preflight: "the installed version is")."""
 
     def notes(self) -> list[str]:
         out = []
         if self.outside and self.applies_to:
-            out.append(f"This applies to {self.applies_to}; the log shows {self.shown}.")
+            out.append(f"This applies to {self.applies_to}; {self.seen} {self.shown}.")
         elif self.outside and self.fixed_in:
-            out.append(f"This was fixed in {self.fixed_in}; the log shows {self.shown}.")
+            out.append(f"This was fixed in {self.fixed_in}; {self.seen} {self.shown}.")
         if self.fixed_in and not self.outside:
             out.append(f"Fixed in {self.fixed_in}: upgrading also fixes it.")
         return out
 
 
-def version_check(signature: Signature, values: Mapping[str, Any]) -> VersionCheck:
+def version_check(
+    signature: Signature, values: Mapping[str, Any], seen: str = "the log shows"
+) -> VersionCheck:
     spec = signature.versions
     if spec is None:
         return VersionCheck()
@@ -92,6 +96,7 @@ def version_check(signature: Signature, values: Mapping[str, Any]) -> VersionChe
         fixed_in=f"{name} {spec.fixed_in}" if spec.fixed_in else None,
         shown=f"{name} {shown}" if shown is not None else None,
         outside=outside,
+        seen=seen,
     )
 
 

@@ -25,8 +25,16 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.models import Diagnosis, Evidence, Finding, InputSummary, Role, Severity
-from diagnose.core.ranking import Draft, derive, primary_of, rank
+from diagnose.core.models import (
+    Confidence,
+    Diagnosis,
+    Evidence,
+    Finding,
+    InputSummary,
+    Role,
+    Severity,
+)
+from diagnose.core.ranking import Draft, derive, primary_of, rank, version_check
 from diagnose.core.signature import PreflightRule, Signature
 from diagnose.engines import profile, profiles
 from diagnose.engines.phases import PHASE_ORDER
@@ -407,6 +415,9 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
     values.update(profile(engine).defaults)
     values.update(command.args)
     values["engine"] = engine
+    known = config.engine_version
+    if known is not None and known.engine == engine and known.version is not None:
+        values["engine_version"] = values[f"{engine}_version"] = known.version
     values["engine_prog"] = profile(engine).prog
     values["spec_v2_enabled"] = environment.get("SGLANG_ENABLE_SPEC_V2", "").strip().lower() in {
         "1",
@@ -642,6 +653,9 @@ def _draft(
     own.update(phase=rule.phase, count=1, attempts=1, ranks=1)
     derive(signature, own)
     certain = bool(item.get("certain", True)) if item is not None else True
+    versions = version_check(signature, own, seen="the version in use is")
+    if versions.outside:  # the installed release is not one this failure is known in
+        certain = False
     extra = [str(item["variable"])] if item is not None and item.get("variable") else []
     evidence = _evidence(signature, rule, config, own, extra)
     if item is not None and item.get("at_source"):
@@ -663,8 +677,9 @@ def _draft(
         count=1,
         attempts=1,
         phase=rule.phase,
-        confidence=signature.confidence,
+        confidence=Confidence.LOW if versions.outside else signature.confidence,
         unit=config.unit,
+        versions=versions,
     )
 
 
