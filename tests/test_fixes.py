@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.core.dropin import Fix, fix_id, split_fixes
 from diagnose.core.errors import UserError
 from diagnose.core.models import Patch
-from diagnose.systemd.apply import apply_fix, locate, remove_fix
+from diagnose.systemd.apply import apply_fix, remove_fix
 from diagnose.systemd.unit import dropin_paths, find_unit
 from tests.conftest import run_cli
 
@@ -110,6 +111,7 @@ def test_a_later_dropin_anywhere_pushes_our_name_further(tmp_path: Path) -> None
     names = [p.name for p in dropin_paths(UNIT, root)]
     assert names[-1] == "zzzz-diagnose.conf"
     assert _effective(root).effective_environment["SGLANG_ENABLE_SPEC_V2"] == "1"
+    _verify(root)
 
 
 def test_two_incidents_both_take_effect_and_one_can_be_taken_back(tmp_path: Path) -> None:
@@ -159,6 +161,7 @@ def test_the_same_fix_twice_writes_nothing_and_conflicts_are_reported(tmp_path: 
     applied = apply_fix(other, UNIT, root)
     assert any("--mamba-scheduler-strategy no_buffer" in c for c in applied.conflicts)
     assert _effective(root).command.argv[-1] == "no_buffer"  # type: ignore[union-attr]
+    _verify(root)
 
 
 def test_an_environment_file_that_sets_the_variable_makes_the_fix_refused(tmp_path: Path) -> None:
@@ -180,6 +183,7 @@ def test_into_override_merges_and_a_later_dropin_is_a_refusal(tmp_path: Path) ->
     head, fixes = split_fixes(override.read_text())
     assert head.startswith("[Service]\nNice=5") and [f.id for f in fixes] == [SPEC_V2.id]
     assert _effective(root).get("Service", "Nice") == "5"
+    _verify(root)
     _dropin(
         root,
         f"etc/systemd/system/{UNIT}.d/zz-mine.conf",
@@ -267,23 +271,46 @@ def test_hostile_unit_names_on_the_command_line_exit_2(tmp_path: Path) -> None:
 # -- bytes ------------------------------------------------------------------------------------
 
 
-def test_latin1_and_nul_bytes_survive_the_round_trip(tmp_path: Path) -> None:
-    raw = (
-        b"[Unit]\nDescription=Mod\xe8le caf\xe9\n[Service]\n"
-        b"ExecStart=/bin/sleep 1 --model-path /models/caf\xe9 --tag a\x00b --port 30000\n"
-    )
-    root = _root(tmp_path, raw)
-    applied = apply_fix(SPEC_V2, UNIT, root)
-    written = applied.path.read_bytes()
-    assert b"--model-path /models/caf\xe9" in written
-    assert b"--tag a\x00b" in written
+def test_latin1_and_nul_bytes_outside_our_blocks_survive_the_round_trip(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    original = b"# r\xe9glage de l'\xe9quipe\n# a NUL \x00 in a comment\n[Service]\nNice=5\n"
+    override = root / f"etc/systemd/system/{UNIT}.d/override.conf"
+    override.parent.mkdir()
+    override.write_bytes(original)
+    applied = apply_fix(SPEC_V2, UNIT, root, into_override=True)
+    written = override.read_bytes()
+    assert written.startswith(original)
     assert "\ufffd".encode() not in written and b"\\x00" not in written
-    assert (root / "etc/systemd/system" / UNIT).read_bytes() == raw  # untouched
-    command = _effective(root).command
+    assert applied.backup is not None and applied.backup.read_bytes() == original
+    assert _effective(root).effective_environment["SGLANG_ENABLE_SPEC_V2"] == "1"
+    remove_fix(UNIT, None, root)
+    assert override.read_bytes() == original  # the user's bytes, exactly
+
+
+def test_bytes_systemd_rejects_are_read_as_systemd_reads_them(tmp_path: Path) -> None:
+    latin1 = _root(tmp_path / "a", b"[Service]\nExecStart=/bin/sleep 1 --model-path /m/caf\xe9\n")
+    config = _effective(latin1)
+    assert config.exec_start == [] and [s.key for s in config.ignored] == ["ExecStart"]
+    with pytest.raises(UserError, match="no ExecStart="):  # systemd ignores that line
+        apply_fix(SPEC_V2, UNIT, latin1)
+    options = PreflightOptions(unit=UNIT, root=latin1, gpu=False, port=False)
+    findings = run_preflight(options, [], lambda _: None).diagnosis.findings
+    texts = " ".join(f.explanation for f in findings)
+    assert "ExecStart= holds bytes that are not UTF-8" in texts and "fails to load" in texts
+    # a NUL ends a line for systemd: the rest is a line of its own (ignored)
+    nul = _root(tmp_path / "b", b"[Service]\nExecStart=/bin/sleep 1 --tag a\x00b --port 1\n")
+    apply_fix(SPEC_V2, UNIT, nul)
+    command = _effective(nul).command
     assert command is not None
-    assert command.argv[3] == "/models/caf\udce9" and command.argv[5] == "a\x00b"
-    _, fixes = locate(UNIT, root).head, locate(UNIT, root).fixes
-    assert [f.id for f in fixes] == [SPEC_V2.id]
+    assert command.argv == [
+        "/bin/sleep",
+        "1",
+        "--tag",
+        "a",
+        "--mamba-scheduler-strategy",
+        "extra_buffer",
+    ]
+    _verify(nul)
 
 
 # -- the command line -----------------------------------------------------------------------

@@ -193,6 +193,21 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
                 env_file.path,
             )
             problems.append(problem)
+    for setting in unit.ignored:
+        in_unit = setting.path == unit.fragment
+        problems.append(
+            {
+                "problem": f"{setting.key}= holds bytes that are not UTF-8: systemd ignores the "
+                "assignment"
+                + (", and the unit fails to load" if in_unit else "")
+                + ' ("String is not UTF-8 clean"); write it in UTF-8',
+                "kind": "not_utf8",
+                "setting": setting.key,
+                "at_source": setting.path,
+                "at_line": setting.line,
+                "at_text": f"{setting.key}={setting.value}",
+            }
+        )
     directory = unit.get("Service", "WorkingDirectory") or ""
     checkable = directory.startswith("/") and "%" not in directory
     if checkable and not under_root(root, directory).is_dir():

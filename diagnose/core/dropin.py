@@ -157,14 +157,17 @@ def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: 
 
 
 def split_fixes(text: str) -> tuple[str, list[Fix]]:
-    """The text outside diagnose's marked blocks, and the fixes inside them, in order. A block
-    whose patch line cannot be read is dropped from both (it is rewritten from the others)."""
+    """The text outside diagnose's marked blocks, byte for byte (less the blank line written
+    before each block), and the fixes inside them, in order. A block whose patch line cannot
+    be read is dropped from both (it is rewritten from the others)."""
     outside: list[str] = []
     fixes: list[Fix] = []
     block: list[str] | None = None
     for line in text.splitlines(keepends=True):
         stripped = line.rstrip("\r\n")
         if block is None and (stripped.startswith(FIX_BEGIN) or stripped == COMMAND_BEGIN):
+            if outside and outside[-1] in ("\n", "\r\n"):
+                outside.pop()  # the blank line render_fixes puts before a block
             block = [stripped]
             continue
         if block is not None:
@@ -177,8 +180,7 @@ def split_fixes(text: str) -> tuple[str, list[Fix]]:
                 block.append(stripped)
             continue
         outside.append(line)
-    head = "".join(outside)
-    return re.sub(r"\n{3,}", "\n\n", head).rstrip("\n") + ("\n" if head.strip() else ""), fixes
+    return "".join(outside), fixes
 
 
 def _read_fix(block: list[str]) -> Fix | None:

@@ -91,13 +91,22 @@ class ParsedFile:
     path: str
     settings: list[Setting] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    ignored: list[Setting] = field(default_factory=list)
+    """Assignments systemd ignores because they are not UTF-8 (in a unit file, the unit then
+    fails to load)."""
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n|\0")
+"""Where systemd's line reader ends a line: a NUL byte ends one too."""
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+"""A byte that is not UTF-8, as read with ``surrogateescape``."""
 
 
 def parse_unit_text(text: str, path: str = "<unit>") -> ParsedFile:
     """Settings of one unit file or drop-in, in order, with warnings for what systemd ignores."""
     parsed = ParsedFile(path)
     section: str | None = None
-    lines = text.splitlines()
+    lines = _LINE_END.split(text)
     i = 0
     while i < len(lines):
         number = i + 1
@@ -126,6 +135,13 @@ def parse_unit_text(text: str, path: str = "<unit>") -> ParsedFile:
             parsed.warnings.append(f"{path}:{number}: assignment before any [Section], ignored")
             continue
         key, value = (part.strip() for part in line.split("=", 1))
+        if _NOT_UTF8.search(line):
+            parsed.warnings.append(
+                f"{path}:{number}: {key}= is not UTF-8: systemd ignores the assignment "
+                '("String is not UTF-8 clean")'
+            )
+            parsed.ignored.append(Setting(section, key, value, path, number))
+            continue
         if re.search(r"\s[#;]", value) and section in ("Service", "Unit"):
             parsed.warnings.append(
                 f"{path}:{number}: {key}= value contains ' #': systemd has no inline comments, "
@@ -242,6 +258,8 @@ class UnitConfig:
     environment_files: list[EnvironmentFile] = field(default_factory=list)
     unset: list[str] = field(default_factory=list)
     """UnsetEnvironment=: removed from the environment last, whatever set them."""
+    ignored: list[Setting] = field(default_factory=list)
+    """Assignments systemd ignores (not UTF-8)."""
     problems: list[str] = field(default_factory=list)
     """What makes the unit itself wrong (category ``unit_config``)."""
     fingerprint: str = ""
@@ -356,6 +374,7 @@ def build_config(
         if path != config.fragment:
             config.dropins.append(path)
         config.warnings += parsed.warnings
+        config.ignored += parsed.ignored
         for setting in parsed.settings:
             config.settings.append(setting)
             _apply(config, setting)
