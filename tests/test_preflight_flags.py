@@ -94,11 +94,11 @@ def test_a_removed_flag_names_its_successor() -> None:
     (finding,) = _by(diagnosis, "launch-unrecognized-arguments")
     assert "not an option of SGLang 0.5.23" in finding.explanation
     assert "renamed: the option is now `--mamba-radix-cache-strategy`" in finding.explanation
-    # the release before accepted it (a deprecated alias): nothing to say there
-    assert (
-        _check([*SGLANG, "--mamba-scheduler-strategy", "no_buffer"], "sglang==0.5.16").findings
-        == []
-    )
+    # an earlier release accepts it (a deprecated alias): only an advisory there
+    earlier = _check([*SGLANG, "--mamba-scheduler-strategy", "no_buffer"], "sglang==0.5.16")
+    assert [(f.signature, f.role.value) for f in earlier.findings] == [
+        ("launch-flag-deprecated", "advisory")
+    ]
 
 
 def test_an_ambiguous_prefix_lists_its_candidates() -> None:
@@ -249,3 +249,15 @@ def test_a_failure_known_only_in_other_releases_is_a_warning_that_says_so() -> N
     assert "This applies to SGLang 0.5.10; the version in use is SGLang 0.5.23." in (
         finding.explanation
     )
+
+
+def test_a_deprecated_flag_is_an_advisory_with_its_rename_and_removal() -> None:
+    diagnosis = _check([*SGLANG, "--cuda-graph-max-bs", "32"], "sglang==0.5.16")
+    (finding,) = diagnosis.findings
+    assert finding.signature == "launch-flag-deprecated" and finding.role.value == "advisory"
+    assert "SGLang 0.5.20 no longer has it" in finding.explanation
+    assert finding.patch is not None
+    assert finding.patch.args_add == ["--cuda-graph-max-bs-decode", "32"]
+    assert _check([*SGLANG, "--cuda-graph-max-bs", "32"]).findings[0].signature != (
+        "launch-flag-deprecated"
+    )  # the newest release: the flag is gone, not deprecated (an ambiguous prefix there)

@@ -21,6 +21,7 @@ True
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -257,6 +258,7 @@ def problems(
         "unknown_flags": [],
         "ambiguous_flags": [],
         "bad_flag_values": [],
+        "deprecated_flags": [],
         "unknown_env_vars": [],
     }
     if used is None:
@@ -293,6 +295,8 @@ def problems(
             bad = _bad_choice(word, table, others, version)
             if bad is not None:
                 out["bad_flag_values"].append({**base, **bad})
+        if word.option is not None and word.option.deprecated and version.exact:
+            out["deprecated_flags"].append({**base, **_deprecated(engine, word, table)})
     out["unknown_env_vars"] = _env_problems(engine, environment, version, env_prefixes)
     return out
 
@@ -345,6 +349,33 @@ def _unknown(
             item["suggestion"] = close[0]
     item["certain"] = _certain(version, elsewhere)
     return item
+
+
+_ALIAS_HELP = re.compile(r"^Deprecated alias for (--[\w-]+)\.?$")
+
+
+def _deprecated(engine: str, word: FlagWord, table: FlagTable) -> dict[str, Any]:
+    """A flag this release still accepts but deprecates: its help (which says what replaces
+    it), the option that replaces it when that is a plain rename, and the first later mined
+    release that no longer has it."""
+    option = word.option
+    assert option is not None
+    alias = _ALIAS_HELP.match(option.help or "")
+    successor = alias.group(1) if alias else (option.successor or "")
+    if table.lookup(successor).outcome != "exact":
+        successor = ""
+    later = [v for v in versions(engine) if (release(v) or ()) > (release(table.version) or ())]
+    removed_in = next(
+        (v for v in later if flag_table(engine, v).lookup(word.flag).outcome != "exact"), ""
+    )
+    return {
+        "flag": word.written,
+        "resolved": word.flag,
+        "help": (option.help or "").strip(),
+        "suggestion": successor,
+        "removed_in": f"{_display(engine)} {removed_in}" if removed_in else "",
+        "certain": True,
+    }
 
 
 def _alias_target(written: str, table: FlagTable, others: Iterable[FlagTable]) -> tuple[str, ...]:
