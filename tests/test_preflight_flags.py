@@ -261,3 +261,17 @@ def test_a_deprecated_flag_is_an_advisory_with_its_rename_and_removal() -> None:
     assert _check([*SGLANG, "--cuda-graph-max-bs", "32"]).findings[0].signature != (
         "launch-flag-deprecated"
     )  # the newest release: the flag is gone, not deprecated (an ambiguous prefix there)
+
+
+def test_a_patch_also_removes_the_abbreviation_the_unit_writes(tmp_path: Path) -> None:
+    unit = tmp_path / "sglang-qwen.service"
+    unit.write_text(
+        SEED_UNIT.read_text().replace("--port 30000", "--port 30000 --mamba-sched no_buffer")
+    )
+    options = PreflightOptions(unit_file=unit, root=PREFLIGHT, gpu=False, port=False)
+    diagnosis = run_preflight(options, [], lambda _: None).diagnosis
+    (finding,) = _by(diagnosis, "sglang-spec-v2-required")
+    assert finding.patch is not None and "--mamba-sched" in finding.patch.args_remove
+    argv = parse_rendered_exec_start(finding.patch.dropin or "")
+    assert argv is not None and "--mamba-sched" not in argv and "no_buffer" not in argv
+    assert argv[-2:] == ["--mamba-scheduler-strategy", "extra_buffer"]

@@ -82,6 +82,8 @@ class Command:
     """``docker run -p HOST:CONTAINER``: container port -> host port."""
     words: list[str] = field(default_factory=list)
     """The engine's own arguments (after ``serve`` or the module name)."""
+    resolved: dict[str, str] = field(default_factory=dict)
+    """Each flag as written -> the long option the engine's parser reads it as."""
     image: str | None = None
     """``docker run``: the image."""
     note: str | None = None
@@ -234,6 +236,7 @@ def parse_command(argv: list[str], version: EngineVersion | None = None) -> Comm
     options, positional = read_command(words, table)
     for word in options:
         command.flags.append(word.written)
+        command.resolved[word.written] = word.flag
         value: Any = word.value if word.value is not None else True
         if len(word.values) > 1:
             value = " ".join(word.values)
@@ -728,6 +731,20 @@ def _independent(finding: Finding) -> Finding:
     return finding
 
 
+def _as_written(finding: Finding, resolved: Mapping[str, str]) -> Finding:
+    """A patch that changes an option also removes it where the command line abbreviates it
+    (``--mamba-sched`` for ``--mamba-scheduler-strategy``), so it is not given twice."""
+    patch = finding.patch
+    if patch is None:
+        return finding
+    changed = set(patch.args_remove) | {word for word in patch.args_add if word.startswith("--")}
+    extra = [w for w, flag in resolved.items() if flag in changed and w not in changed]
+    if not extra:
+        return finding
+    update = {"args_remove": [*patch.args_remove, *extra]}
+    return finding.model_copy(update={"patch": patch.model_copy(update=update)})
+
+
 def check(
     config: LaunchConfig,
     signatures: Iterable[Signature],
@@ -736,8 +753,11 @@ def check(
 ) -> Diagnosis:
     """The launch configuration against the library: a diagnosis as ``diagnose`` reports one
     (no start attempts; evidence points at the unit file's lines)."""
-    findings = [_independent(f) for f in rank(drafts(config, signatures))]
-    values_engine = parse_command(config.argv, config.engine_version).engine
+    command = parse_command(config.argv, config.engine_version)
+    findings = [
+        _as_written(_independent(f), command.resolved) for f in rank(drafts(config, signatures))
+    ]
+    values_engine = command.engine
     return Diagnosis(
         inputs=inputs or [],
         primary=primary_of(findings),
