@@ -114,6 +114,20 @@ def test_a_later_dropin_anywhere_pushes_our_name_further(tmp_path: Path) -> None
     _verify(root)
 
 
+def test_our_dropin_moves_when_a_later_one_appears(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    first = apply_fix(SPEC_V2, UNIT, root)
+    _dropin(root, f"etc/systemd/system/{UNIT}.d/zzz-admin.conf", "[Service]\nEnvironment=B=2\n")
+    second = apply_fix(OOM, UNIT, root)
+    assert second.moved_from == first.path and not first.path.exists()
+    assert second.path.name == "zzz-diagnose.conf"  # sorts after zzz-admin.conf
+    assert second.fixes == (SPEC_V2.id, OOM.id)
+    effective = _effective(root)
+    assert effective.effective_environment["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert effective.command is not None and effective.command.argv[-1] == "0.80"
+    _verify(root)
+
+
 def test_two_incidents_both_take_effect_and_one_can_be_taken_back(tmp_path: Path) -> None:
     root = _root(tmp_path)
     apply_fix(SPEC_V2, UNIT, root)
