@@ -430,13 +430,12 @@ def _env_problems(
     version: EngineVersion,
     prefixes: Sequence[str],
 ) -> list[dict[str, Any]]:
-    known = env_vars(engine)
     used = version.table_version
     out: list[dict[str, Any]] = []
     for name in sorted(environment):
         if not prefixes or not name.startswith(tuple(prefixes)):
             continue
-        var = known.get(name)
+        var = env_vars(engine).get(name)  # loaded only when an engine variable is set
         item: dict[str, Any] = {
             "variable": name,
             "value": environment[name],
