@@ -494,6 +494,11 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
     if argv and parsed.engine is None:
         notes.append("no SGLang or vLLM command found in the command line; nothing to check")
     version = engine_version(options, argv, parsed)
+    given = options.engine_version
+    if given is not None and parsed.engine is not None and given[0] != parsed.engine:
+        notes.append(
+            f"--engine-version names {given[0]}, but the command runs {parsed.engine}: ignored"
+        )
     if parsed.engine is not None:
         version = version or EngineVersion(parsed.engine, None, "newest")
         notes.append(version.describe())

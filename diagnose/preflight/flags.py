@@ -250,7 +250,8 @@ def problems(
     env_prefixes: Sequence[str],
 ) -> dict[str, list[dict[str, Any]]]:
     """Every problem the engine's parser (and its environment reader) would have with the
-    command: ``unknown_flags``, ``ambiguous_flags``, ``bad_flag_values``, ``unknown_env_vars``.
+    command: ``unknown_flags``, ``ambiguous_flags``, ``bad_flag_values``, ``deprecated_flags``
+    (the exact release only) and ``unknown_env_vars``.
 
     ``foreign`` maps flags of the other engine to this engine's spelling (``_flags.yaml``)."""
     used = version.table_version
