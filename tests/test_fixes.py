@@ -85,6 +85,43 @@ def _verify(root: Path) -> None:
     assert "diagnose.conf" not in result.stderr, result.stderr
 
 
+def _systemd_order(root: Path) -> list[str] | None:
+    """The drop-ins of ``UNIT.d`` in the order systemd applies them
+    (``systemd-analyze cat-config``), or None where the tool is missing."""
+    if shutil.which("systemd-analyze") is None:
+        return None
+    result = subprocess.run(
+        ["systemd-analyze", f"--root={root}", "cat-config", f"systemd/system/{UNIT}.d"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.skip(f"systemd-analyze cat-config cannot run here: {result.stderr.strip()}")
+    return [line[2:] for line in result.stdout.splitlines() if line.startswith(f"# {root}/")]
+
+
+def test_dropins_are_ordered_and_masked_as_systemd_does(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    for relative in (
+        f"usr/lib/systemd/system/{UNIT}.d/override.conf",
+        f"usr/lib/systemd/system/{UNIT}.d/10-vendor.conf",  # masked by /etc's 10-vendor.conf
+        f"etc/systemd/system/{UNIT}.d/10-vendor.conf",
+        f"run/systemd/system/{UNIT}.d/zz-late.conf",
+        f"usr/local/lib/systemd/system/{UNIT}.d/50-local.conf",
+    ):
+        _dropin(root, relative, "[Service]\nNice=1\n")
+    apply_fix(SPEC_V2, UNIT, root)
+    ours = [str(p) for p in dropin_paths(UNIT, root)]
+    assert [Path(p).name for p in ours] == [
+        "10-vendor.conf", "50-local.conf", "override.conf", "zz-late.conf", "zzz-diagnose.conf",
+    ]  # fmt: skip
+    assert ours[0].startswith(f"{root}/etc/")
+    systemd = _systemd_order(root)
+    if systemd is not None:
+        assert systemd == ours
+
+
 def test_override_conf_does_not_override_our_fix(tmp_path: Path) -> None:
     root = _root(tmp_path)
     _dropin(
@@ -99,6 +136,8 @@ def test_override_conf_does_not_override_our_fix(tmp_path: Path) -> None:
     assert effective.command is not None
     assert effective.command.argv[-2:] == ["--mamba-scheduler-strategy", "extra_buffer"]
     assert [Path(p).name for p in effective.dropins] == ["override.conf", "zz-diagnose.conf"]
+    systemd = _systemd_order(root)
+    assert systemd is None or systemd == effective.dropins  # systemd applies ours last too
     _verify(root)
 
 
