@@ -217,6 +217,37 @@ def test_the_same_fix_twice_writes_nothing_and_conflicts_are_reported(tmp_path: 
     _verify(root)
 
 
+def test_a_later_fix_wins_a_conflict_and_taking_it_back_restores_the_earlier(
+    tmp_path: Path,
+) -> None:
+    root = _root(tmp_path)
+    unset = Fix(id="a@1", signature="a", incident="1", patch=Patch(env_unset=["NCCL_P2P_DISABLE"]))
+    setting = Fix(
+        id="b@2",
+        signature="b",
+        incident="2",
+        patch=Patch(env_set={"NCCL_P2P_DISABLE": "1"}, unit_set={"Service.RestartSec": "5s"}),
+    )
+    later = Fix(
+        id="c@3", signature="c", incident="3", patch=Patch(unit_set={"Service.RestartSec": "30s"})
+    )
+    apply_fix(unset, UNIT, root)
+    applied = apply_fix(setting, UNIT, root)
+    applied = apply_fix(later, UNIT, root)
+    assert applied.conflicts == (
+        "b@2 sets NCCL_P2P_DISABLE, which a@1 unsets",
+        "c@3 sets Service.RestartSec=30s; b@2 set 5s",
+    )
+    effective = _effective(root)
+    assert effective.effective_environment["NCCL_P2P_DISABLE"] == "1"  # b came after a
+    assert effective.get("Service", "RestartSec") == "30s"
+    _verify(root)
+    remove_fix(UNIT, "c@3", root)
+    assert _effective(root).get("Service", "RestartSec") == "5s"
+    remove_fix(UNIT, "b@2", root)
+    assert "NCCL_P2P_DISABLE" not in _effective(root).effective_environment
+
+
 def test_an_environment_file_that_sets_the_variable_makes_the_fix_refused(tmp_path: Path) -> None:
     root = _root(
         tmp_path,

@@ -113,14 +113,38 @@ def fix_id(signature: str, incident: str) -> str:
     return f"{signature}@{stamp}"
 
 
-def render_fix(fix: Fix) -> str:
-    """A fix as a marked block: its settings (environment, unit settings), and its patch as
-    JSON so a later ``--apply`` or ``--remove`` can rebuild the command line."""
-    patch = fix.patch.model_copy(update={"dropin": None})
+def winning_settings(fixes: Sequence[Fix]) -> list[Patch]:
+    """Each fix's settings less what a later fix sets again (the later fix wins; written
+    out, systemd would let an earlier ``UnsetEnvironment=`` beat a later ``Environment=``)."""
+    later_env: set[str] = set()
+    later_unit: set[str] = set()
+    out: list[Patch] = []
+    for fix in reversed(fixes):
+        patch = fix.patch
+        out.append(
+            patch.model_copy(
+                update={
+                    "env_set": {k: v for k, v in patch.env_set.items() if k not in later_env},
+                    "env_unset": [k for k in patch.env_unset if k not in later_env],
+                    "unit_set": {k: v for k, v in patch.unit_set.items() if k not in later_unit},
+                }
+            )
+        )
+        later_env |= {*patch.env_set, *patch.env_unset}
+        later_unit |= set(patch.unit_set)
+    return out[::-1]
+
+
+def render_fix(fix: Fix, settings: Patch | None = None) -> str:
+    """A fix as a marked block: its settings (environment, unit settings; ``settings`` when a
+    later fix overrides some of them), and its whole patch as JSON so a later ``--apply`` or
+    ``--remove`` can rebuild the drop-in."""
+    whole = fix.patch.model_copy(update={"dropin": None})
+    patch = settings if settings is not None else whole
     lines = [
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
-        _PATCH_LINE + json.dumps(patch.model_dump(exclude={"dropin"}), sort_keys=True),
+        _PATCH_LINE + json.dumps(whole.model_dump(exclude={"dropin"}), sort_keys=True),
     ]
     sections: dict[str, list[str]] = {"Service": []}
     for key, value in patch.env_set.items():
@@ -149,8 +173,8 @@ def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: 
             f"# diagnose: fixes for {unit}, one marked block each; edit outside them only.\n"
             f"# List them: diagnose fixes list -u {unit}; take one back: diagnose fixes remove.\n"
         )
-    for fix in fixes:
-        out += "\n" + render_fix(fix)
+    for fix, settings in zip(fixes, winning_settings(fixes), strict=True):
+        out += "\n" + render_fix(fix, settings)
     if exec_start is not None:
         out += f"\n{COMMAND_BEGIN}\n[Service]\nExecStart=\nExecStart={exec_start}\n{COMMAND_END}\n"
     return out
@@ -207,16 +231,25 @@ def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:
     removed by another. The later fix wins in the drop-in; the user is told."""
     out: list[str] = []
     env: dict[str, tuple[str, str]] = {}
+    unset: dict[str, str] = {}
+    unit: dict[str, tuple[str, str]] = {}
     flags: dict[str, tuple[str, list[str]]] = {}
     for fix in fixes:
         patch = fix.patch
         for key, value in patch.env_set.items():
             if key in env and env[key][1] != value:
                 out.append(f"{fix.id} sets {key}={value}; {env[key][0]} set {key}={env[key][1]}")
+            if key in unset:
+                out.append(f"{fix.id} sets {key}, which {unset.pop(key)} unsets")
             env[key] = (fix.id, value)
         for key in patch.env_unset:
             if key in env:
-                out.append(f"{fix.id} unsets {key}, which {env[key][0]} sets")
+                out.append(f"{fix.id} unsets {key}, which {env.pop(key)[0]} sets")
+            unset[key] = fix.id
+        for key, value in patch.unit_set.items():
+            if key in unit and unit[key][1] != value:
+                out.append(f"{fix.id} sets {key}={value}; {unit[key][0]} set {unit[key][1]}")
+            unit[key] = (fix.id, value)
         for group in _flag_groups(patch.args_add):
             flag = group[0].replace("_", "-")
             if flag in flags and flags[flag][1] != group[1:]:

@@ -26,6 +26,7 @@ from diagnose.core.dropin import (
     fix_conflicts,
     render_fixes,
     split_fixes,
+    winning_settings,
 )
 from diagnose.core.errors import UserError
 from diagnose.core.units import check_unit_name
@@ -226,8 +227,8 @@ def _last_setting(config: UnitConfig, section: str, key: str) -> str:
 def disproof(config: UnitConfig, fixes: list[Fix], argv: list[str] | None) -> str | None:
     """What in the effective configuration ``config`` is not what the fixes set, or None."""
     environment = config.effective_environment
-    for fix in fixes:
-        for key, value in fix.patch.env_set.items():
+    for fix, patch in zip(fixes, winning_settings(fixes), strict=True):
+        for key, value in patch.env_set.items():
             if environment.get(key) != value:
                 setter = next(
                     (f.path for f in config.environment_files if key in f.values),
@@ -240,10 +241,10 @@ def disproof(config: UnitConfig, fixes: list[Fix], argv: list[str] | None) -> st
                     else "a later UnsetEnvironment= or Environment= changes it"
                 )
                 return f"{fix.id}: {key} would be {environment.get(key)!r}, not {value!r}: {where}"
-        for key in fix.patch.env_unset:
-            if key in environment and key not in fix.patch.env_set:
+        for key in patch.env_unset:
+            if key in environment and key not in patch.env_set:
                 return f"{fix.id}: {key} would still be set ({key}={environment[key]})"
-        for dotted, value in fix.patch.unit_set.items():
+        for dotted, value in patch.unit_set.items():
             section, key = dotted.split(".", 1)
             if config.get(section, key) != value:
                 return (
