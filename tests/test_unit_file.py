@@ -230,6 +230,14 @@ def test_quoting_round_trips_awkward_words() -> None:
     assert quote_word('{"a": 1}') == "'{\"a\": 1}'"
 
 
+def test_a_word_starting_with_hash_survives_a_continuation_line() -> None:
+    """systemd skips a comment line inside a continuation: ``#tag`` alone on one would vanish."""
+    command = ExecCommand("", ["/bin/x", "#tag", "--a", "1", *(f"--long-{i}" for i in range(20))])
+    text = f"[Service]\nExecStart={command.render()}\n"
+    (setting,) = parse_unit_text(text).settings
+    assert ExecCommand.parse(setting.value).argv == command.argv
+
+
 def test_remove_flags_with_values_and_equals_form() -> None:
     argv = ["/bin/x", "--a", "1", "--b=2", "--flag", "--c_d", "3", "--e", "4"]
     assert remove_flags(argv, ["--a", "--b", "--c-d"]) == ["/bin/x", "--flag", "--e", "4"]

@@ -20,8 +20,8 @@ _SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
 def quote_word(word: str) -> str:
     """``word`` as one unit-file word that systemd (and ``systemd/unit.split_words``) reads
     back unchanged."""
-    if word and _SAFE_WORD.match(word):
-        return word
+    if word and _SAFE_WORD.match(word) and not word.startswith("#"):
+        return word  # (a word starting with # would be a comment at the start of a line)
     if "'" not in word and "\\" not in word and not any(c in word for c in "\n\r\t\a\b\f\v"):
         return f"'{word}'"
     escaped = (
