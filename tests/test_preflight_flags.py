@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.commands.preflight import PreflightOptions, installed_version, run_preflight
-from diagnose.core.models import Diagnosis, Finding
+from diagnose.core.models import Diagnosis, Finding, Severity
 from diagnose.knowledge.mined import flag_table
 from diagnose.preflight.flags import EngineVersion, parse_words, problems
 from diagnose.systemd.unit import parse_rendered_exec_start
@@ -275,3 +275,16 @@ def test_a_patch_also_removes_the_abbreviation_the_unit_writes(tmp_path: Path) -
     argv = parse_rendered_exec_start(finding.patch.dropin or "")
     assert argv is not None and "--mamba-sched" not in argv and "no_buffer" not in argv
     assert argv[-2:] == ["--mamba-scheduler-strategy", "extra_buffer"]
+
+
+REAL_UNITS = sorted((FIXTURES / "units").glob("*.service"))
+
+
+@pytest.mark.parametrize("unit", REAL_UNITS, ids=[u.name for u in REAL_UNITS])
+def test_real_units_have_no_flag_wrong_in_every_release(unit: Path, tmp_path: Path) -> None:
+    """Units people run: the flag tables find nothing that every release rejects (a flag one
+    release dropped, or an unknown engine variable, is at most a warning)."""
+    options = PreflightOptions(unit_file=unit, root=tmp_path, gpu=False, port=False)
+    diagnosis = run_preflight(options, [], lambda _: None).diagnosis
+    launch = [f for f in diagnosis.findings if f.category == "launch_args"]
+    assert [f.signature for f in launch if f.severity.rank >= Severity.ERROR.rank] == []
