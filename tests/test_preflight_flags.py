@@ -106,9 +106,12 @@ def test_an_ambiguous_prefix_lists_its_candidates() -> None:
     (finding,) = _by(diagnosis, "launch-ambiguous-option")
     assert "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill" in finding.explanation
     assert "split into" in finding.explanation
-    assert finding.severity.value == "critical" and finding.patch is None
+    assert "read it as `--cuda-graph-max-bs-decode`" in finding.explanation
+    assert finding.severity.value == "critical" and finding.patch is not None
+    assert finding.patch.args_add == ["--cuda-graph-max-bs-decode", "32"]
     vllm = _check([*VLLM, "--max-num", "8"], "vllm==0.34.0")
     (ambiguous,) = _by(vllm, "launch-ambiguous-option")
+    assert ambiguous.patch is None  # nothing says which one was meant
     assert "--max-num-seqs" in ambiguous.explanation
     assert "--max-num-batched-tokens" in ambiguous.explanation
 

@@ -283,12 +283,14 @@ def problems(
                 return any(_lookup(t, written).outcome != "ambiguous" for t in others)
 
             kind, successors = _successor(engine, word.written, used)
+            meant = _alias_target(word.written, table, others)
             out["ambiguous_flags"].append(
                 {
                     **base,
                     "candidates": list(lookup.candidates),
                     "removed_kind": kind,
                     "successors": list(successors),
+                    "suggestion": meant[0] if meant else "",
                     "certain": _certain(version, elsewhere),
                 }
             )
