@@ -48,7 +48,9 @@ def _check_unit(report: dict[str, Any], expect: dict[str, Any], where: str) -> N
     primary = _primary(report)
     category = expect.get("category")
     if category is None:
-        assert primary is None, f"{where}: expected no finding, got {primary and primary['signature']}"
+        assert primary is None, (
+            f"{where}: expected no finding, got {primary and primary['signature']}"
+        )
         return
     assert primary is not None, f"{where}: expected {category}, got no finding"
     allowed = {category, *expect.get("accept", [])}
@@ -88,7 +90,9 @@ def _check_unit(report: dict[str, Any], expect: dict[str, Any], where: str) -> N
 def test_reasoning_fixture(entry: dict[str, Any], in_repo: Path) -> None:
     expect = entry.get("expect", {})
     code, report = _report(Path("fixtures/reasoning") / entry["file"])
-    assert code == expect["exit_code"], f"exit {code}: {[f['signature'] for f in report['findings']]}"
+    assert code == expect["exit_code"], (
+        f"exit {code}: {[f['signature'] for f in report['findings']]}"
+    )
     if "split" in entry:
         units = {u["unit"]: u for u in report["units"]}
         assert sorted(units) == sorted(entry["split"])

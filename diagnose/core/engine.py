@@ -28,6 +28,7 @@ from diagnose.core.models import (
     InputSummary,
     Role,
     Severity,
+    Timeline,
 )
 from diagnose.core.ranking import (
     Draft,
@@ -53,6 +54,7 @@ from diagnose.core.signature import (
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import profiles
+from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
 REGEX_TIMEOUT_S = 1.0
@@ -60,10 +62,21 @@ MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
 
-ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START, *ERROR_NEEDLES)
+ALWAYS_INTERESTING = (
+    "Started ",
+    "Starting ",
+    ".service: ",
+    "COMMAND=",
+    TRACEBACK_START,
+    *ERROR_NEEDLES,
+)
 """Literals the engine itself watches: attempt boundaries, unit names, tracebacks, and the
 error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
+_STOP_COMMAND = re.compile(
+    r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
+)
+"""sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _MAIN_ROLES = ("match", "step", "after")
 
 
@@ -147,6 +160,12 @@ class Engine:
         """After ``finish``: what each firing signature captured and derived."""
         self.incident = IncidentTracker()
         self._live = False
+        self._last_app_ts: dict[int, datetime] = {}
+        """Per start attempt, the time of the engine's last line before a stop request."""
+        self._ready_ts: dict[int, datetime] = {}
+        self._stops: dict[int, tuple[datetime | None, int]] = {}
+        """Per start attempt, when its first stop was requested (time, seq)."""
+        self._stop_user: str | None = None
 
     def needles(self) -> set[str] | None:
         """Every literal that can make a line matter to this engine: the library's needles,
@@ -220,7 +239,10 @@ class Engine:
         banner = launch_marker(record.text) if phase == "launch" else None
         if self._attempts.begins_attempt(record, banner):
             self._new_attempt(record.ts, record.seq)
+        attempt = self._attempt_of(record.seq)
         if record.origin == "systemd":
+            if record.text.startswith("Stopping ") and attempt not in self._stops:
+                self._stops[attempt] = (record.ts, record.seq)
             unit = SERVICE_PREFIX.match(record.text) or NAMED_JOB_START.match(record.text)
             if unit:
                 name = unit.group("unit")
@@ -230,6 +252,13 @@ class Engine:
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
+        stop = _STOP_COMMAND.match(record.text) if "COMMAND=" in record.text else None
+        if stop:
+            self._stop_user = stop.group("user")
+        elif record.ts is not None and attempt not in self._stops:
+            self._last_app_ts[attempt] = record.ts
+        if phase == "ready" and record.ts is not None:
+            self._ready_ts.setdefault(attempt, record.ts)
         if phase is not None:
             for rank in {record.rank, None}:
                 history = self._phases.setdefault(rank, [])
@@ -249,7 +278,15 @@ class Engine:
         begun, phase = history[index]
         attempt = self._attempt_of(seq)
         attempt_start = self._attempt_starts[attempt - 1] if attempt else -1
+        if self._ready_between(attempt_start, seq):
+            return SERVING  # the server said it was ready: what follows is run time
         return phase if begun >= attempt_start else None
+
+    def _ready_between(self, start: int, seq: int) -> bool:
+        """Whether any line of the start attempt that began at ``start`` said the server was
+        ready before ``seq``."""
+        history = self._phases.get(None, [])
+        return any(p == "ready" and start <= begun < seq for begun, p in history)
 
     def _new_attempt(self, ts: datetime | None, seq: int) -> None:
         for state in self._states:
@@ -302,8 +339,10 @@ class Engine:
         elif role == "after":
             if state.window is None:
                 state.window = _AbsenceWindow(hit.ts, [hit])
-            elif len(state.window.hits) < MAX_HITS:
-                state.window.hits.append(hit)
+            else:  # the quiet span runs from the latest sign of progress
+                state.window.start = hit.ts or state.window.start
+                if len(state.window.hits) < MAX_HITS:
+                    state.window.hits.append(hit)
         elif role == "expect":
             state.window = None
         elif role == "until":
@@ -415,6 +454,7 @@ class Engine:
             # the catch-all names the exception; the templates tell what else went wrong
             findings[0] = findings[0].model_copy(update={"templates": templates})
         primary = primary_of(findings)
+        timeline = self._timeline(end, findings, primary)
         return Diagnosis(
             inputs=inputs,
             primary=primary,
@@ -423,6 +463,38 @@ class Engine:
             engine=engine,
             phase_reached=self._phase_reached(),
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
+            timeline=timeline,
+        )
+
+    def _timeline(
+        self, end: datetime | None, findings: list[Finding], primary: str | None
+    ) -> Timeline | None:
+        """The last start attempt's times; who stopped it; how long a silence lasted."""
+        if not self._records_seen:
+            return None
+        attempt = len(self._attempt_starts)
+        stop_ts, _ = self._stops.get(attempt, (None, 0))
+        asked = attempt in self._stops and attempt not in self.incident.failed_attempts
+        stalled = None
+        first = next((f for f in findings if f.id == primary), None)
+        state = next(
+            (
+                s
+                for s in self._states
+                if first and s.signature and s.signature.id == first.signature
+            ),
+            None,
+        )
+        if state is not None and isinstance(state.signature.match, AbsenceMatch) and state.quiet_s:
+            stalled = round(state.quiet_s, 1)
+        return Timeline(
+            observed_until=end,
+            last_engine_line_at=self._last_app_ts.get(attempt),
+            ready_at=self._ready_ts.get(attempt),
+            stop_requested_at=stop_ts,
+            stopped_by="operator" if asked else None,
+            stopped_by_user=self._stop_user if asked else None,
+            stalled_for_s=stalled,
         )
 
     def _explained(self, unit: str | None, engine: str | None) -> Finding | None:
@@ -509,6 +581,10 @@ class Engine:
     def _draft(self, state: _State, hits: list[Hit], unit: str | None, engine: str | None) -> Draft:
         signature = state.signature
         first = min(hits, key=lambda h: h.seq)
+        # a silence belongs to the phase of the last progress before it
+        phase = (
+            max(hits, key=lambda h: h.seq) if isinstance(signature.match, AbsenceMatch) else first
+        ).phase
         count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
         attempts = len({h.attempt for h in hits})
         values: dict[str, Any] = {**self.facts, **state.context}
@@ -522,7 +598,7 @@ class Engine:
         values.update(
             engine=engine,
             unit=unit,
-            phase=first.phase,
+            phase=phase,
             count=count,
             attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
@@ -554,7 +630,7 @@ class Engine:
             evidence=_evidence(hits, state.support, unit),
             count=count,
             attempts=attempts,
-            phase=first.phase,
+            phase=phase,
             confidence=confidence,
             unit=unit,
             versions=versions,

@@ -17,6 +17,8 @@ PHASE_NAMES = (
     "ready",
 )
 """Startup phases in the order of a healthy start, whatever the engine."""
+SERVING = "serving"
+"""The phase of everything after the server said it was ready: run time, not start-up."""
 
 LineScope = Literal["any", "own_or_unknown", "own"]
 

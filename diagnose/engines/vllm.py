@@ -13,7 +13,10 @@ PROFILE: EngineProfile = Profile(
         PhaseMarkers(
             "launch", ("non-default args:", "vLLM API server version", "vLLM server version")
         ),
-        PhaseMarkers("dist_init", ("Init parallel begin.", "distributed_init_method=")),
+        PhaseMarkers(
+            "dist_init",
+            ("Init parallel begin.", "distributed_init_method=", "Found nccl from library"),
+        ),
         PhaseMarkers("load_weights", ("Loading model from scratch", "Starting to load model")),
         PhaseMarkers("kv_cache", ("Loading weights took", "Model loading took")),
         PhaseMarkers("cuda_graph", ("Capturing CUDA graph", "Capturing cudagraphs")),
