@@ -453,6 +453,7 @@ class Engine:
         elif templates and findings and findings[0].category == "unknown":
             # the catch-all names the exception; the templates tell what else went wrong
             findings[0] = findings[0].model_copy(update={"templates": templates})
+        findings = self._peer_failed_first(findings, drafts, templates, unit, engine)
         primary = primary_of(findings)
         timeline = self._timeline(end, findings, primary)
         return Diagnosis(
@@ -465,6 +466,47 @@ class Engine:
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
             timeline=timeline,
         )
+
+    def _peer_failed_first(
+        self,
+        findings: list[Finding],
+        drafts: list[Draft],
+        templates: list[ErrorTemplate],
+        unit: str | None,
+        engine: str | None,
+    ) -> list[Finding]:
+        """When the primary only says a rank waited for the others (``waits_for_peers``) and
+        an exception came earlier in the same start attempt, that exception is the cause."""
+        first = findings[0] if findings and findings[0].role is Role.ROOT_CAUSE else None
+        waiting = next((d for d in drafts if first and d.signature.id == first.signature), None)
+        if first is None or waiting is None or not waiting.signature.waits_for_peers:
+            return findings
+        attempt = self._attempt_of(waiting.seq)
+        error = self.incident.first_errors.get(attempt, [])
+        thrown = (
+            error
+            if error and TRACEBACK_START in error[0].text
+            else self.incident.first_tracebacks.get(attempt, [])
+        )
+        if not thrown or thrown[0].seq >= waiting.seq:
+            return findings
+        explained = self._explained(unit, engine, before=waiting.seq)
+        if explained is None:
+            exit_ = next((e for e in self.incident.exits if e.attempt == attempt), None)
+            failure = Failure(
+                first_error=error if error[0].seq < waiting.seq else thrown,
+                traceback=thrown if thrown is not error else [],
+                last_lines=[],
+                exit=exit_,
+                attempts=1,
+                status=exit_.status if exit_ else None,
+            )
+            explained = self._unknown(failure, templates, unit, [])
+        said = (
+            f"{explained.explanation} It came first: the later finding ({first.title.lower()}) "
+            "is the other ranks waiting for the one that had already failed."
+        )
+        return with_primary(findings, explained.model_copy(update={"explanation": said}))
 
     def _timeline(
         self, end: datetime | None, findings: list[Finding], primary: str | None
@@ -497,9 +539,12 @@ class Engine:
             stalled_for_s=stalled,
         )
 
-    def _explained(self, unit: str | None, engine: str | None) -> Finding | None:
-        """The first explainer's finding for the error lines no signature explained."""
-        records = self.incident.unexplained
+    def _explained(
+        self, unit: str | None, engine: str | None, before: int | None = None
+    ) -> Finding | None:
+        """The first explainer's finding for the error lines no signature explained (those
+        before seq ``before`` only, when given)."""
+        records = [r for r in self.incident.unexplained if before is None or r.seq < before]
         if not self.explainers or not records:
             return None
         candidates = tuple(
