@@ -53,7 +53,7 @@ from diagnose.core.signature import (
 )
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
-from diagnose.engines import profiles
+from diagnose.engines import death_notices, profiles
 from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
@@ -67,6 +67,10 @@ ALWAYS_INTERESTING = (
     "Starting ",
     ".service: ",
     "COMMAND=",
+    "sigquit",
+    "SIGQUIT",
+    "crashed",
+    "died",
     TRACEBACK_START,
     *ERROR_NEEDLES,
 )
@@ -77,6 +81,8 @@ _STOP_COMMAND = re.compile(
     r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
 )
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
+_DEATH_NOTICE = re.compile("|".join(death_notices()))
+"""The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _MAIN_ROLES = ("match", "step", "after")
 
 
@@ -166,6 +172,8 @@ class Engine:
         self._stops: dict[int, tuple[datetime | None, int]] = {}
         """Per start attempt, when its first stop was requested (time, seq)."""
         self._stop_user: str | None = None
+        self._deaths: set[int] = set()
+        """Start attempts in which the engine said one of its processes died."""
 
     def needles(self) -> set[str] | None:
         """Every literal that can make a line matter to this engine: the library's needles,
@@ -252,6 +260,8 @@ class Engine:
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
+        if _DEATH_NOTICE.search(record.text):
+            self._deaths.add(attempt)
         stop = _STOP_COMMAND.match(record.text) if "COMMAND=" in record.text else None
         if stop:
             self._stop_user = stop.group("user")
@@ -310,7 +320,19 @@ class Engine:
         record = event.record_at(found.start())
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
-            values = {**self.facts, **state.context, "phase": phase, **captures}
+            attempt = self._attempt_of(record.seq)
+            values = {
+                **self.facts,
+                **state.context,
+                "phase": phase,
+                # what came before in this start attempt: an error, the engine's word that a
+                # process died, a stop request (a kill after any of them is explained)
+                "error_before": bool(self.incident.first_errors.get(attempt))
+                or attempt in self._deaths
+                or (record is not event.first and TRACEBACK_START in event.first.text),
+                "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
+                **captures,
+            }
             if not expr.all_hold(pattern.conditions, values):
                 return None
         return Hit(

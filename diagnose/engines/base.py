@@ -40,6 +40,15 @@ class PhaseMarkers:
         return engine == own
 
 
+@dataclass(frozen=True)
+class KnownLine:
+    """A line the engine prints that reads otherwise than it means: ``pattern`` (a regex)
+    and ``reason``, the why, for whoever reads or extends the table."""
+
+    pattern: str
+    reason: str
+
+
 class EngineProfile(Protocol):
     """Everything engine-specific that the layers above need to know."""
 
@@ -64,8 +73,14 @@ class EngineProfile(Protocol):
         """Where its users report bugs: a failure no signature knows points there."""
 
     @property
-    def benign_lines(self) -> Sequence[str]:
-        """Regexes of lines that look like errors and are known noise."""
+    def noise(self) -> Sequence[KnownLine]:
+        """Lines that look like errors and are known noise: never chosen as evidence or as
+        the first error."""
+
+    @property
+    def death_notices(self) -> Sequence[KnownLine]:
+        """Lines with no error word that say a process of the server died: a kill after
+        them is the engine's own doing, not a silent kill from outside."""
 
     @property
     def flag_aliases(self) -> Mapping[str, str]:
@@ -95,7 +110,8 @@ class Profile:
     prog: str
     phase_markers: tuple[PhaseMarkers, ...] = ()
     issue_tracker: str | None = None
-    benign_lines: tuple[str, ...] = ()
+    noise: tuple[KnownLine, ...] = ()
+    death_notices: tuple[KnownLine, ...] = ()
     flag_aliases: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     executable: str | None = None

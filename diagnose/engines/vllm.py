@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from diagnose.engines.base import SHARED_FLAG_ALIASES, EngineProfile, PhaseMarkers, Profile
+from diagnose.engines.base import (
+    SHARED_FLAG_ALIASES,
+    EngineProfile,
+    KnownLine,
+    PhaseMarkers,
+    Profile,
+)
 
 PROFILE: EngineProfile = Profile(
     name="vllm",
@@ -25,6 +31,27 @@ PROFILE: EngineProfile = Profile(
             ("init engine (profile", "Starting vLLM API server", "Starting vLLM server"),
         ),
         PhaseMarkers("ready", ("Application startup complete.",), lines="own"),
+    ),
+    noise=(
+        KnownLine(
+            r"Engine core initialization failed\. See root cause above",
+            "the API server's wrapper for a failure the engine core logged before it: a "
+            "consequence, never the cause",
+        ),
+        KnownLine(
+            r"WorkerProc initialization failed due to an exception in a background process",
+            "the engine core's wrapper for a worker's failure logged before it",
+        ),
+        KnownLine(
+            r"destroy_process_group\(\) was not called",
+            "torch's warning at exit; harmless",
+        ),
+    ),
+    death_notices=(
+        KnownLine(
+            r"died unexpectedly|Engine core proc \S+ died",
+            "vLLM saw a worker or the engine core die and shuts down",
+        ),
     ),
     flag_aliases={
         **SHARED_FLAG_ALIASES,
