@@ -18,7 +18,7 @@ from typing import Any
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.explain import Candidate, Explainer, IncidentView
-from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
+from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker, exception_line
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -333,6 +333,8 @@ class Engine:
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
                 **captures,
             }
+            if state.signature is not None and state.signature.derived:
+                derive(state.signature, values)  # conditions may test derived values
             if not expr.all_hold(pattern.conditions, values):
                 return None
         return Hit(
@@ -927,6 +929,9 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     if header is not first.record and len(first.event.records) > 1:
         records.append((header, header.ts))
     records += [(h.record, h.event.ts) for h in (*chosen, *support)]
+    thrown = exception_line(first.event)
+    if thrown is not None and thrown is not first.record:  # a match inside a traceback: the
+        records.insert(2, (thrown, first.event.ts))  # exception it ends in is the decisive line
     seen: set[tuple[str, int | None, str | None, str]] = set()
     evidence = []
     for record, stamp in records:
