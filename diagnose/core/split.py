@@ -108,8 +108,8 @@ class UnitSplitter:
     def _split(self) -> None:
         if self._kept is None:
             return
-        for unit in self._units:
-            self._per_unit[unit] = self._make_engine()
+        for name in self._units:
+            self._per_unit[name] = self._make_engine()
         for unit, event in self._kept:
             self._send(unit, event)
         self._kept = None
