@@ -18,7 +18,7 @@ from typing import Any
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.explain import Candidate, Explainer, IncidentView
-from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker, exception_line
+from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker, raised_line
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -83,7 +83,14 @@ _STOP_COMMAND = re.compile(
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _DEATH_NOTICE = re.compile("|".join(death_notices()))
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
-_MAIN_ROLES = ("match", "step", "after")
+
+
+def _explains(state: _State, role: str, index: int) -> bool:
+    """Whether a hit explains its line: a specific signature's match, or the last step of a
+    sequence (a first step alone, or an absence's progress line, explains nothing yet)."""
+    if not _specific(state.signature):
+        return False
+    return role == "match" or (role == "step" and index == len(state.steps) - 1)
 
 
 @dataclass(slots=True)
@@ -227,7 +234,7 @@ class Engine:
             hit = self._match(state, pattern, event)
             if hit is not None:
                 self._record_hit(state, role, index, hit)
-                matched = matched or (role in _MAIN_ROLES and _specific(state.signature))
+                matched = matched or _explains(state, role, index)
         self.incident.feed(event, self._attempt_of(event.first.seq), matched)
         if not matched and self._explainer_needles:
             for needle in self._explainer_needles:
@@ -929,7 +936,7 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     if header is not first.record and len(first.event.records) > 1:
         records.append((header, header.ts))
     records += [(h.record, h.event.ts) for h in (*chosen, *support)]
-    thrown = exception_line(first.event)
+    thrown = raised_line(first.event)
     if thrown is not None and thrown is not first.record:  # a match inside a traceback: the
         records.insert(2, (thrown, first.event.ts))  # exception it ends in is the decisive line
     seen: set[tuple[str, int | None, str | None, str]] = set()

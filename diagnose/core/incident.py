@@ -119,6 +119,17 @@ def exception_line(event: Event) -> Record | None:
     return None
 
 
+def raised_line(event: Event) -> Record | None:
+    """The line of a traceback event that names the exception raised last
+    (``OSError: [Errno 98] ...``), if it has one."""
+    if TRACEBACK_START not in event.first.text:
+        return None
+    for record in reversed(event.records[1:]):
+        if _CHAINED_EXCEPTION.match(record.text):
+            return record
+    return None
+
+
 @dataclass
 class _Template:
     template: str
