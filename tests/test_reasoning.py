@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, invoke
+from tests.conftest import REPO, invoke, primary, run_text
 
 HERE = REPO / "fixtures" / "reasoning"
 EXPECTED: list[dict[str, Any]] = yaml.safe_load((HERE / "expected.yaml").read_text())["fixtures"]
@@ -135,3 +135,126 @@ def test_single_unit_report_keeps_its_shape(in_repo: Path) -> None:
     _, report = _report(Path("fixtures/reasoning/after-ready-sglang-oom.journal.txt"))
     assert report["units"] == []
     assert report["unit"] == "sglang-qwen.service" or report["unit"]
+
+
+SERVED = """\
+[2026-03-04 09:41:15] server_args=ServerArgs(model_path='/models/Qwen3-8B', tp_size=1, port=30000)
+[2026-03-04 09:41:40] Load weight begin. avail mem=78.81 GB
+[2026-03-04 09:41:50] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=63.37 GB, mem usage=15.44 GB.
+[2026-03-04 09:42:20] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
+[2026-03-04 09:42:25] The server is fired up and ready to roll!
+[2026-03-04 09:50:01] INFO:     10.0.7.40:52210 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+"""
+
+
+def test_an_unknown_crash_after_ready_is_a_run_time_failure() -> None:
+    """No signature knows the exception; the process died after ready: a finding, exit 1."""
+    log = SERVED + (
+        "[2026-03-04 09:56:48] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/opt/sglang/srt/managers/scheduler.py", line 2569, in run_scheduler_process\n'
+        "KeyError: 'frobnicate_cache'\n"
+        "[2026-03-04 09:56:48] Received sigquit from a child process. It usually means the child "
+        "failed.\n"
+        "Killed\n"
+    )
+    diagnosis = run_text(log)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.phase == "serving"
+    assert any("frobnicate_cache" in e.text for e in cause.evidence)
+    assert "ready and serving" in cause.explanation
+
+
+def test_request_errors_after_ready_without_a_death_are_no_failure() -> None:
+    """An error a request caused, logged while the server goes on serving, is no incident."""
+    log = SERVED + (
+        "[2026-03-04 09:51:02] ERROR:    Exception in ASGI application: ValueError: "
+        "invalid literal for int() with base 10: 'abc'\n"
+        '[2026-03-04 09:51:02] INFO:     10.0.7.40:52214 - "POST /generate HTTP/1.1" 400 Bad Request\n'
+        "[2026-03-04 09:52:11] Decode batch. #running-req: 1, #token: 412, token usage: 0.00\n"
+    )
+    assert primary(run_text(log)) is None
+
+
+def test_a_kill_after_an_error_is_not_called_host_memory() -> None:
+    """SIGKILL after the engine said a child died is its own doing, not the OOM killer."""
+    log = (
+        SERVED.splitlines()[0]
+        + "\n"
+        + (
+            "[2026-03-04 09:41:40] Load weight begin. avail mem=78.81 GB\n"
+            "[2026-03-04 09:41:45] Received sigquit from a child process. It usually means the child "
+            "failed.\n"
+            "Killed\n"
+        )
+    )
+    cause = primary(run_text(log))
+    assert cause is None or cause.category != "host_oom"
+
+
+def test_units_of_a_json_export_are_split_by_their_own_field(tmp_path: Path) -> None:
+    """``journalctl -o json`` names each line's unit: two services, two diagnoses."""
+    entries = [
+        ("1000", "systemd", "1", None, "Started a.service - A."),
+        (
+            "2000",
+            "python3",
+            "11",
+            "a.service",
+            "[2026-03-17 10:00:14] The server is fired up and ready to roll!",
+        ),
+        ("3000", "systemd", "1", None, "Started b.service - B."),
+        (
+            "4000",
+            "vllm",
+            "22",
+            "b.service",
+            "(APIServer pid=22) Traceback (most recent call last):",
+        ),
+        (
+            "4001",
+            "vllm",
+            "22",
+            "b.service",
+            '(APIServer pid=22)   File "/opt/vllm/api_server.py", line 1838, in create_server_socket',
+        ),
+        ("4002", "vllm", "22", "b.service", "(APIServer pid=22)     sock.bind(addr)"),
+        (
+            "4003",
+            "vllm",
+            "22",
+            "b.service",
+            "(APIServer pid=22) OSError: [Errno 98] Address already in use",
+        ),
+        (
+            "5000",
+            "systemd",
+            "1",
+            None,
+            "b.service: Main process exited, code=exited, status=1/FAILURE",
+        ),
+        ("5001", "systemd", "1", None, "b.service: Failed with result 'exit-code'."),
+    ]
+    lines = []
+    for stamp, ident, pid, unit, message in entries:
+        entry = {
+            "__REALTIME_TIMESTAMP": f"177374{stamp}000000",
+            "_HOSTNAME": "gpu-node-04",
+            "SYSLOG_IDENTIFIER": ident,
+            "_PID": pid,
+            "MESSAGE": message,
+        }
+        if unit:
+            entry["_SYSTEMD_UNIT"] = unit
+        elif message.startswith(("Started ", "b.service")):
+            entry["UNIT"] = "a.service" if "a.service" in message else "b.service"
+        lines.append(json.dumps(entry))
+    path = tmp_path / "two.json"
+    path.write_text("\n".join(lines) + "\n")
+    result = invoke(["file", str(path), "--format", "json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1
+    units = {u["unit"]: u for u in report["units"]}
+    assert sorted(units) == ["a.service", "b.service"]
+    assert units["a.service"]["primary"] is None
+    assert _primary(units["b.service"])["category"] == "port_in_use"
+    assert report["unit"] == "b.service"

@@ -235,7 +235,12 @@ class Engine:
             if hit is not None:
                 self._record_hit(state, role, index, hit)
                 matched = matched or _explains(state, role, index)
-        self.incident.feed(event, self._attempt_of(event.first.seq), matched)
+        attempt = self._attempt_of(event.first.seq)
+        self.incident.feed(event, attempt, matched)
+        if event.first.origin == "app" and _DEATH_NOTICE.search(text):  # after the matching:
+            self._deaths.add(attempt)  # a kill on the same line is still judged on its own
+            if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
+                self.incident.died_serving.add(attempt)
         if not matched and self._explainer_needles:
             for needle in self._explainer_needles:
                 at = text.find(needle)
@@ -267,15 +272,15 @@ class Engine:
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
-        if _DEATH_NOTICE.search(record.text):
-            self._deaths.add(attempt)
         stop = _STOP_COMMAND.match(record.text) if "COMMAND=" in record.text else None
         if stop:
             self._stop_user = stop.group("user")
         elif record.ts is not None and attempt not in self._stops:
             self._last_app_ts[attempt] = record.ts
-        if phase == "ready" and record.ts is not None:
-            self._ready_ts.setdefault(attempt, record.ts)
+        if phase == "ready":
+            self.incident.ready_seq.setdefault(attempt, record.seq)
+            if record.ts is not None:
+                self._ready_ts.setdefault(attempt, record.ts)
         if phase is not None:
             for rank in {record.rank, None}:
                 history = self._phases.setdefault(rank, [])
@@ -740,6 +745,11 @@ class Engine:
             if failure.attempts > 1:
                 said += f", in {failure.attempts} start attempts"
             explanation = [said + "."]
+        elif failure.serving:
+            explanation = [
+                "The server was ready and serving, then a process of it died (a run-time "
+                "failure, as serious as one at start), and nobody asked it to stop."
+            ]
         else:
             explanation = [
                 "The log ends with an error before the server was ready, and nobody asked it "
@@ -811,7 +821,13 @@ class Engine:
             references=[p.issue_tracker for p in profiles() if p.issue_tracker],
             count=max(1, failure.attempts),
             attempts=max(1, failure.attempts),
-            phase=self._phase_at(None, seq) if first is not None else self._phase_reached(),
+            phase=(
+                SERVING
+                if failure.serving
+                else self._phase_at(None, seq)
+                if first is not None
+                else self._phase_reached()
+            ),
             templates=templates,
         )
 

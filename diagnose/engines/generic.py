@@ -27,4 +27,9 @@ PROFILE: EngineProfile = Profile(
             "modules, not the cause",
         ),
     ),
+    death_notices=(
+        KnownLine(r"^Killed$", "the shell's word for a foreground process ended by SIGKILL"),
+        KnownLine(r"^Fatal Python error: ", "the interpreter aborted (a fatal signal)"),
+        KnownLine(r"[Ss]egmentation fault|core dumped", "a native crash"),
+    ),
 )

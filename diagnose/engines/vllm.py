@@ -52,6 +52,10 @@ PROFILE: EngineProfile = Profile(
             r"died unexpectedly|Engine core proc \S+ died",
             "vLLM saw a worker or the engine core die and shuts down",
         ),
+        KnownLine(
+            r"EngineCore encountered a fatal error|EngineDeadError",
+            "the engine core died; the API server answers 500 and shuts down",
+        ),
     ),
     flag_aliases={
         **SHARED_FLAG_ALIASES,
