@@ -258,3 +258,22 @@ def test_units_of_a_json_export_are_split_by_their_own_field(tmp_path: Path) -> 
     assert units["a.service"]["primary"] is None
     assert _primary(units["b.service"])["category"] == "port_in_use"
     assert report["unit"] == "b.service"
+
+
+def test_a_watchdog_timeout_after_a_peer_died_names_the_peer() -> None:
+    """Rank 1 raised first; rank 0's NCCL watchdog fired ten minutes later waiting for it."""
+    log = (
+        "[2026-03-21 01:56:01 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/opt/sglang/srt/managers/scheduler.py", line 2569, in run_scheduler_process\n'
+        "AttributeError: 'NoneType' object has no attribute 'frobnicate'\n"
+        "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+        "NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds "
+        "before timing out.\n"
+    )
+    diagnosis = run_text(log)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature != "nccl-watchdog-timeout"
+    assert any("frobnicate" in e.text for e in cause.evidence)
+    waited = next(f for f in diagnosis.findings if f.signature == "nccl-watchdog-timeout")
+    assert waited.caused_by == cause.id
