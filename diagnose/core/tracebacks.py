@@ -9,7 +9,6 @@ prefixed line continues the traceback of its own process.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 
 from diagnose.core.records import Event, Record
