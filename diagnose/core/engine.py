@@ -27,6 +27,8 @@ from diagnose.core.models import (
     Finding,
     InputSummary,
     Role,
+    PhaseTime,
+    RankTime,
     Severity,
     Timeline,
 )
@@ -61,6 +63,8 @@ REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
+MAX_RANKS = 256
+"""Ranks whose last line the timeline keeps."""
 
 ALWAYS_INTERESTING = (
     "Started ",
@@ -179,6 +183,10 @@ class Engine:
         self._stops: dict[int, tuple[datetime | None, int]] = {}
         """Per start attempt, when its first stop was requested (time, seq)."""
         self._stop_user: str | None = None
+        self._rank_last: dict[int, dict[str, datetime]] = {}
+        """Per start attempt, each rank's last line (at most ``MAX_RANKS`` ranks)."""
+        self._phase_ts: dict[tuple[int, str], datetime] = {}
+        """When each start attempt first reached each phase."""
         self._deaths: set[int] = set()
         """Start attempts in which the engine said one of its processes died."""
 
@@ -281,15 +289,30 @@ class Engine:
             self.incident.ready_seq.setdefault(attempt, record.seq)
             if record.ts is not None:
                 self._ready_ts.setdefault(attempt, record.ts)
+        if record.rank and record.ts is not None:
+            spoke = self._rank_last.setdefault(attempt, {})
+            if record.rank in spoke or len(spoke) < MAX_RANKS:
+                spoke[record.rank] = record.ts
+        if phase is not None and record.ts is not None:
+            self._phase_ts.setdefault((attempt, phase), record.ts)
         if phase is not None:
             for rank in {record.rank, None}:
                 history = self._phases.setdefault(rank, [])
-                current = self._phase_at(rank, record.seq)
+                current = self._phase_in(history, record.seq)
                 if current is None or PHASE_ORDER[phase] > PHASE_ORDER[current]:
                     bisect.insort(history, (record.seq, phase))
 
     def _attempt_of(self, seq: int) -> int:
         return bisect.bisect_right(self._attempt_starts, seq)
+
+    def _phase_in(self, history: list[tuple[int, str]], seq: int) -> str | None:
+        """The phase ``history`` says was reached at ``seq``, within that seq's attempt."""
+        index = bisect.bisect_right(history, (seq, "~")) - 1
+        if index < 0:
+            return None
+        begun, phase = history[index]
+        attempt = self._attempt_of(seq)
+        return phase if begun >= (self._attempt_starts[attempt - 1] if attempt else -1) else None
 
     def _phase_at(self, rank: str | None, seq: int) -> str | None:
         """The phase ``rank`` was in at ``seq``, within that seq's start attempt."""
@@ -572,8 +595,23 @@ class Engine:
             stop_requested_at=stop_ts,
             stopped_by="operator" if asked else None,
             stopped_by_user=self._stop_user if asked else None,
+            phases=[
+                PhaseTime(phase=phase, at=self._phase_ts.get((attempt, phase)))
+                for phase in PHASE_ORDER
+                if (attempt, phase) in self._phase_ts
+            ],
+            ranks=[
+                RankTime(rank=rank, phase=self._rank_phase(rank, attempt), last_line_at=at)
+                for rank, at in sorted(self._rank_last.get(attempt, {}).items())
+            ],
             stalled_for_s=stalled,
         )
+
+    def _rank_phase(self, rank: str, attempt: int) -> str | None:
+        """The furthest phase ``rank`` announced in ``attempt``."""
+        start = self._attempt_starts[attempt - 1] if attempt else -1
+        reached = [p for seq, p in self._phases.get(rank, []) if seq >= start]
+        return max(reached, key=PHASE_ORDER.__getitem__) if reached else None
 
     def _explained(
         self, unit: str | None, engine: str | None, before: int | None = None

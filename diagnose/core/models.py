@@ -194,6 +194,21 @@ class ToolInfo(_Frozen):
     version: str = __version__
 
 
+class PhaseTime(_Frozen):
+    """When a start attempt first reached a phase (any rank)."""
+
+    phase: str
+    at: Timestamp | None = None
+
+
+class RankTime(_Frozen):
+    """How far one rank (or process) got, and when it last spoke."""
+
+    rank: str
+    phase: str | None = None
+    last_line_at: Timestamp | None = None
+
+
 class Timeline(_Frozen):
     """When things happened in the incident's last start attempt, and how long it was
     watched: what a stall or a stop is judged against."""
@@ -216,6 +231,13 @@ class Timeline(_Frozen):
     )
     stopped_by_user: str | None = Field(
         default=None, description="Who ran `systemctl stop`, when sudo logged it."
+    )
+    phases: list[PhaseTime] = Field(
+        default_factory=list, description="Each phase the attempt reached, with when."
+    )
+    ranks: list[RankTime] = Field(
+        default_factory=list,
+        description="Per rank tag (TP0, EngineCore_DP0): its furthest phase and its last line.",
     )
     stalled_for_s: float | None = Field(
         default=None,
