@@ -26,9 +26,9 @@ from diagnose.core.models import (
     Evidence,
     Finding,
     InputSummary,
-    Role,
     PhaseTime,
     RankTime,
+    Role,
     Severity,
     Timeline,
 )
