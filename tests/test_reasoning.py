@@ -277,3 +277,26 @@ def test_a_watchdog_timeout_after_a_peer_died_names_the_peer() -> None:
     assert any("frobnicate" in e.text for e in cause.evidence)
     waited = next(f for f in diagnosis.findings if f.signature == "nccl-watchdog-timeout")
     assert waited.caused_by == cause.id
+
+
+def test_the_timeline_shows_the_rank_that_fell_behind() -> None:
+    log = (
+        "[2026-03-12 13:02:26 TP0] Init torch distributed begin.\n"
+        "[2026-03-12 13:02:26 TP1] Init torch distributed begin.\n"
+        "[2026-03-12 13:02:28 TP0] Load weight begin. avail mem=139.18 GB\n"
+        "[2026-03-12 13:02:28 TP1] Load weight begin. avail mem=139.18 GB\n"
+        "[2026-03-12 13:04:41 TP0] Load weight end. type=Qwen3MoeForCausalLM, avail mem=77.62 GB, "
+        "mem usage=61.56 GB.\n"
+        "[2026-03-12 13:04:44 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+    )
+    timeline = run_text(log).timeline
+    assert timeline is not None
+    ranks = {r.rank: r for r in timeline.ranks}
+    assert ranks["TP0"].phase == "cuda_graph"
+    assert ranks["TP1"].phase == "load_weights"
+    assert [p.phase for p in timeline.phases] == [
+        "dist_init",
+        "load_weights",
+        "kv_cache",
+        "cuda_graph",
+    ]
