@@ -366,6 +366,7 @@ class Engine:
                 or attempt in self._deaths
                 or (record is not event.first and TRACEBACK_START in event.first.text),
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
+                "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
             }
             if state.signature is not None and state.signature.derived:
