@@ -300,3 +300,19 @@ def test_the_timeline_shows_the_rank_that_fell_behind() -> None:
         "kv_cache",
         "cuda_graph",
     ]
+
+
+def test_known_noise_is_no_failure_even_where_a_pattern_matches_it() -> None:
+    """NCCL's optional-plugin probe says 'cannot open shared object file' at INFO level."""
+    log = (
+        "INFO 11-11 14:17:08 pynccl.py:69] vLLM is using nccl==2.21.5\n"
+        "host:18302:18445 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: "
+        "cannot open shared object file: No such file or directory : when loading libnccl-net.so\n"
+        "host:18302:18445 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
+    )
+    assert primary(run_text(log)) is None
+    missing = (
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+    )
+    cause = primary(run_text(log + missing))
+    assert cause is not None and "libcudart" in cause.evidence[0].text

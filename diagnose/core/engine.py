@@ -18,7 +18,13 @@ from typing import Any
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.explain import Candidate, Explainer, IncidentView
-from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker, raised_line
+from diagnose.core.incident import (
+    ERROR_NEEDLES,
+    Failure,
+    IncidentTracker,
+    is_noise,
+    raised_line,
+)
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -87,6 +93,10 @@ _STOP_COMMAND = re.compile(
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _DEATH_NOTICE = re.compile("|".join(death_notices()))
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
+
+
+_EXPLAINING = ("match", "step")
+"""Roles whose hit says a failure happened (not a value, a progress line or a support)."""
 
 
 def _explains(state: _State, role: str, index: int) -> bool:
@@ -240,6 +250,8 @@ class Engine:
             if state.signature is not None and state.signature.id in self.skipped:
                 continue
             hit = self._match(state, pattern, event)
+            if hit is not None and role in _EXPLAINING and is_noise(hit.record.text):
+                continue  # known noise is no failure, whatever a pattern says of it
             if hit is not None:
                 self._record_hit(state, role, index, hit)
                 matched = matched or _explains(state, role, index)

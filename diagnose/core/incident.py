@@ -86,6 +86,11 @@ _MASKS = (
 )
 
 
+def is_noise(text: str) -> bool:
+    """A line the engine profiles know as noise (with their reasons): never a failure."""
+    return _BENIGN.search(text) is not None
+
+
 def template_of(text: str) -> str:
     """The line with its variable parts masked: ``Rank 3 died (exit code: -9)`` and
     ``Rank 1 died (exit code: -9)`` both become ``Rank <NUM> died (exit code: <NUM>)``."""

@@ -20,7 +20,15 @@ PROFILE: EngineProfile = Profile(
         KnownLine(r"absl::InitializeLog", "absl's warning that logs go to stderr"),
         KnownLine(r"\bcode=4\d\d\b", "a client's error, not the server's"),
         KnownLine(r"HTTP/\d(?:\.\d)?\"? \d{3}\b", "an access-log line"),
-        KnownLine(r"\bWarning: ", "a warning, not an error"),
+        KnownLine(
+            r"(?<![A-Za-z]Error: )(?<!Exception: )\bWarning: ",
+            "a warning, not an error (unless an exception carries it)",
+        ),
+        KnownLine(
+            r"NCCL INFO NET/Plugin",
+            "NCCL looks for optional network plugins at start; 'cannot open shared object "
+            "file' there only means none is installed",
+        ),
         KnownLine(
             r"^Extension modules: ",
             "Python's list of loaded C extensions, printed after a fatal signal: it names "
