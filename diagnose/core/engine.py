@@ -327,17 +327,12 @@ class Engine:
         return phase if begun >= (self._attempt_starts[attempt - 1] if attempt else -1) else None
 
     def _phase_at(self, rank: str | None, seq: int) -> str | None:
-        """The phase ``rank`` was in at ``seq``, within that seq's start attempt."""
-        history = self._phases.get(rank) or self._phases.get(None) or []
-        index = bisect.bisect_right(history, (seq, "~")) - 1
-        if index < 0:
-            return None
-        begun, phase = history[index]
+        """The phase ``rank`` was in at ``seq``, within that seq's start attempt: ``serving``
+        once the server said it was ready."""
         attempt = self._attempt_of(seq)
-        attempt_start = self._attempt_starts[attempt - 1] if attempt else -1
-        if self._ready_between(attempt_start, seq):
+        if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, seq):
             return SERVING  # the server said it was ready: what follows is run time
-        return phase if begun >= attempt_start else None
+        return self._phase_in(self._phases.get(rank) or self._phases.get(None) or [], seq)
 
     def _ready_between(self, start: int, seq: int) -> bool:
         """Whether any line of the start attempt that began at ``start`` said the server was
@@ -566,7 +561,7 @@ class Engine:
         if explained is None:
             exit_ = next((e for e in self.incident.exits if e.attempt == attempt), None)
             failure = Failure(
-                first_error=error if error[0].seq < waiting.seq else thrown,
+                first_error=error if error and error[0].seq < waiting.seq else thrown,
                 traceback=thrown if thrown is not error else [],
                 last_lines=[],
                 exit=exit_,
