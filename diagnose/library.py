@@ -174,11 +174,21 @@ def load_library(
     for directory in directories:
         for signature in load_directory(Path(directory)):
             by_id[signature.id] = signature
-    for winner, losers in load_relations().supersedes.items():
+    relations = load_relations()
+    for winner, losers in relations.supersedes.items():
         known = by_id.get(winner)
         if known is not None:
             supersedes = [*known.supersedes, *(s for s in losers if s not in known.supersedes)]
             by_id[winner] = known.model_copy(update={"supersedes": supersedes})
+    for consequence, causes in relations.consequence_of.items():
+        known = by_id.get(consequence)
+        if known is not None:
+            merged = [*known.consequence_of, *(c for c in causes if c not in known.consequence_of)]
+            by_id[consequence] = known.model_copy(update={"consequence_of": merged})
+    for waiting in relations.waits_for_peers:
+        known = by_id.get(waiting)
+        if known is not None:
+            by_id[waiting] = known.model_copy(update={"waits_for_peers": True})
     return list(by_id.values())
 
 

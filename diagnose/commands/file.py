@@ -9,6 +9,7 @@ from pathlib import Path
 
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
+from diagnose.core.split import UnitSplitter
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.library import engine_for, load_library
@@ -33,11 +34,11 @@ def diagnose_files(
                 help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file",
             )
         arguments = ["-"]
-    engine = engine_for(
-        load_library(signature_dirs),
-        hang_after=hang_after,
-        engine_version=engine_version,
-        knowledge=knowledge,
+    library = load_library(signature_dirs)
+    engine = UnitSplitter(
+        lambda: engine_for(
+            library, hang_after=hang_after, engine_version=engine_version, knowledge=knowledge
+        )
     )
     logs = [LogInput.from_argument(argument) for argument in arguments]
     with _progress_bar(logs) as progress:
@@ -45,7 +46,7 @@ def diagnose_files(
     for signature_id, reason in engine.skipped.items():
         warn(f"{signature_id}: {reason}")
     diagnosis = engine.finish(inputs=[log.summary() for log in logs])
-    notes = [w for log in logs for w in log.warnings]
+    notes = [w for log in logs for w in log.warnings] + diagnosis.notes
     notes += [f"signature {sid} skipped: {reason}" for sid, reason in engine.skipped.items()]
     diagnosis = diagnosis.model_copy(update={"notes": notes})
     if sum(i.records for i in diagnosis.inputs) == 0:

@@ -18,7 +18,13 @@ from typing import Any
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.explain import Candidate, Explainer, IncidentView
-from diagnose.core.incident import ERROR_NEEDLES, Failure, IncidentTracker
+from diagnose.core.incident import (
+    ERROR_NEEDLES,
+    Failure,
+    IncidentTracker,
+    is_noise,
+    raised_line,
+)
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -26,8 +32,11 @@ from diagnose.core.models import (
     Evidence,
     Finding,
     InputSummary,
+    PhaseTime,
+    RankTime,
     Role,
     Severity,
+    Timeline,
 )
 from diagnose.core.ranking import (
     Draft,
@@ -52,19 +61,50 @@ from diagnose.core.signature import (
 )
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
-from diagnose.engines import profiles
+from diagnose.engines import death_notices, profiles
+from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
+MAX_RANKS = 256
+"""Ranks whose last line the timeline keeps."""
 
-ALWAYS_INTERESTING = ("Started ", "Starting ", ".service: ", TRACEBACK_START, *ERROR_NEEDLES)
+ALWAYS_INTERESTING = (
+    "Started ",
+    "Starting ",
+    ".service: ",
+    "COMMAND=",
+    "sigquit",
+    "SIGQUIT",
+    "crashed",
+    "died",
+    TRACEBACK_START,
+    *ERROR_NEEDLES,
+)
 """Literals the engine itself watches: attempt boundaries, unit names, tracebacks, and the
 error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
-_MAIN_ROLES = ("match", "step", "after")
+_STOP_COMMAND = re.compile(
+    r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
+)
+"""sudo's line for a person's ``systemctl stop``: who stopped the service."""
+_DEATH_NOTICE = re.compile("|".join(death_notices()))
+"""The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
+
+
+_EXPLAINING = ("match", "step")
+"""Roles whose hit says a failure happened (not a value, a progress line or a support)."""
+
+
+def _explains(state: _State, role: str, index: int) -> bool:
+    """Whether a hit explains its line: a specific signature's match, or the last step of a
+    sequence (a first step alone, or an absence's progress line, explains nothing yet)."""
+    if not _specific(state.signature):
+        return False
+    return role == "match" or (role == "step" and index == len(state.steps) - 1)
 
 
 @dataclass(slots=True)
@@ -147,6 +187,18 @@ class Engine:
         """After ``finish``: what each firing signature captured and derived."""
         self.incident = IncidentTracker()
         self._live = False
+        self._last_app_ts: dict[int, datetime] = {}
+        """Per start attempt, the time of the engine's last line before a stop request."""
+        self._ready_ts: dict[int, datetime] = {}
+        self._stops: dict[int, tuple[datetime | None, int]] = {}
+        """Per start attempt, when its first stop was requested (time, seq)."""
+        self._stop_user: str | None = None
+        self._rank_last: dict[int, dict[str, datetime]] = {}
+        """Per start attempt, each rank's last line (at most ``MAX_RANKS`` ranks)."""
+        self._phase_ts: dict[tuple[int, str], datetime] = {}
+        """When each start attempt first reached each phase."""
+        self._deaths: set[int] = set()
+        """Start attempts in which the engine said one of its processes died."""
 
     def needles(self) -> set[str] | None:
         """Every literal that can make a line matter to this engine: the library's needles,
@@ -198,10 +250,17 @@ class Engine:
             if state.signature is not None and state.signature.id in self.skipped:
                 continue
             hit = self._match(state, pattern, event)
+            if hit is not None and role in _EXPLAINING and is_noise(hit.record.text):
+                continue  # known noise is no failure, whatever a pattern says of it
             if hit is not None:
                 self._record_hit(state, role, index, hit)
-                matched = matched or (role in _MAIN_ROLES and _specific(state.signature))
-        self.incident.feed(event, self._attempt_of(event.first.seq), matched)
+                matched = matched or _explains(state, role, index)
+        attempt = self._attempt_of(event.first.seq)
+        self.incident.feed(event, attempt, matched)
+        if event.first.origin == "app" and _DEATH_NOTICE.search(text):  # after the matching:
+            self._deaths.add(attempt)  # a kill on the same line is still judged on its own
+            if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
+                self.incident.died_serving.add(attempt)
         if not matched and self._explainer_needles:
             for needle in self._explainer_needles:
                 at = text.find(needle)
@@ -220,7 +279,10 @@ class Engine:
         banner = launch_marker(record.text) if phase == "launch" else None
         if self._attempts.begins_attempt(record, banner):
             self._new_attempt(record.ts, record.seq)
+        attempt = self._attempt_of(record.seq)
         if record.origin == "systemd":
+            if record.text.startswith("Stopping ") and attempt not in self._stops:
+                self._stops[attempt] = (record.ts, record.seq)
             unit = SERVICE_PREFIX.match(record.text) or NAMED_JOB_START.match(record.text)
             if unit:
                 name = unit.group("unit")
@@ -230,26 +292,53 @@ class Engine:
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
+        stop = _STOP_COMMAND.match(record.text) if "COMMAND=" in record.text else None
+        if stop:
+            self._stop_user = stop.group("user")
+        elif record.ts is not None and attempt not in self._stops:
+            self._last_app_ts[attempt] = record.ts
+        if phase == "ready":
+            self.incident.ready_seq.setdefault(attempt, record.seq)
+            if record.ts is not None:
+                self._ready_ts.setdefault(attempt, record.ts)
+        if record.rank and record.ts is not None:
+            spoke = self._rank_last.setdefault(attempt, {})
+            if record.rank in spoke or len(spoke) < MAX_RANKS:
+                spoke[record.rank] = record.ts
+        if phase is not None and record.ts is not None:
+            self._phase_ts.setdefault((attempt, phase), record.ts)
         if phase is not None:
             for rank in {record.rank, None}:
                 history = self._phases.setdefault(rank, [])
-                current = self._phase_at(rank, record.seq)
+                current = self._phase_in(history, record.seq)
                 if current is None or PHASE_ORDER[phase] > PHASE_ORDER[current]:
                     bisect.insort(history, (record.seq, phase))
 
     def _attempt_of(self, seq: int) -> int:
         return bisect.bisect_right(self._attempt_starts, seq)
 
-    def _phase_at(self, rank: str | None, seq: int) -> str | None:
-        """The phase ``rank`` was in at ``seq``, within that seq's start attempt."""
-        history = self._phases.get(rank) or self._phases.get(None) or []
+    def _phase_in(self, history: list[tuple[int, str]], seq: int) -> str | None:
+        """The phase ``history`` says was reached at ``seq``, within that seq's attempt."""
         index = bisect.bisect_right(history, (seq, "~")) - 1
         if index < 0:
             return None
         begun, phase = history[index]
         attempt = self._attempt_of(seq)
-        attempt_start = self._attempt_starts[attempt - 1] if attempt else -1
-        return phase if begun >= attempt_start else None
+        return phase if begun >= (self._attempt_starts[attempt - 1] if attempt else -1) else None
+
+    def _phase_at(self, rank: str | None, seq: int) -> str | None:
+        """The phase ``rank`` was in at ``seq``, within that seq's start attempt: ``serving``
+        once the server said it was ready."""
+        attempt = self._attempt_of(seq)
+        if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, seq):
+            return SERVING  # the server said it was ready: what follows is run time
+        return self._phase_in(self._phases.get(rank) or self._phases.get(None) or [], seq)
+
+    def _ready_between(self, start: int, seq: int) -> bool:
+        """Whether any line of the start attempt that began at ``start`` said the server was
+        ready before ``seq``."""
+        history = self._phases.get(None, [])
+        return any(p == "ready" and start <= begun < seq for begun, p in history)
 
     def _new_attempt(self, ts: datetime | None, seq: int) -> None:
         for state in self._states:
@@ -273,7 +362,22 @@ class Engine:
         record = event.record_at(found.start())
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
-            values = {**self.facts, **state.context, "phase": phase, **captures}
+            attempt = self._attempt_of(record.seq)
+            values = {
+                **self.facts,
+                **state.context,
+                "phase": phase,
+                # what came before in this start attempt: an error, the engine's word that a
+                # process died, a stop request (a kill after any of them is explained)
+                "error_before": bool(self.incident.first_errors.get(attempt))
+                or attempt in self._deaths
+                or (record is not event.first and TRACEBACK_START in event.first.text),
+                "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
+                "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
+                **captures,
+            }
+            if state.signature is not None and state.signature.derived:
+                derive(state.signature, values)  # conditions may test derived values
             if not expr.all_hold(pattern.conditions, values):
                 return None
         return Hit(
@@ -302,8 +406,10 @@ class Engine:
         elif role == "after":
             if state.window is None:
                 state.window = _AbsenceWindow(hit.ts, [hit])
-            elif len(state.window.hits) < MAX_HITS:
-                state.window.hits.append(hit)
+            else:  # the quiet span runs from the latest sign of progress
+                state.window.start = hit.ts or state.window.start
+                if len(state.window.hits) < MAX_HITS:
+                    state.window.hits.append(hit)
         elif role == "expect":
             state.window = None
         elif role == "until":
@@ -414,7 +520,9 @@ class Engine:
         elif templates and findings and findings[0].category == "unknown":
             # the catch-all names the exception; the templates tell what else went wrong
             findings[0] = findings[0].model_copy(update={"templates": templates})
+        findings = self._peer_failed_first(findings, drafts, templates, unit, engine)
         primary = primary_of(findings)
+        timeline = self._timeline(end, findings, primary)
         return Diagnosis(
             inputs=inputs,
             primary=primary,
@@ -423,11 +531,102 @@ class Engine:
             engine=engine,
             phase_reached=self._phase_reached(),
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
+            timeline=timeline,
         )
 
-    def _explained(self, unit: str | None, engine: str | None) -> Finding | None:
-        """The first explainer's finding for the error lines no signature explained."""
-        records = self.incident.unexplained
+    def _peer_failed_first(
+        self,
+        findings: list[Finding],
+        drafts: list[Draft],
+        templates: list[ErrorTemplate],
+        unit: str | None,
+        engine: str | None,
+    ) -> list[Finding]:
+        """When the primary only says a rank waited for the others (``waits_for_peers``) and
+        an exception came earlier in the same start attempt, that exception is the cause."""
+        first = findings[0] if findings and findings[0].role is Role.ROOT_CAUSE else None
+        waiting = next((d for d in drafts if first and d.signature.id == first.signature), None)
+        if first is None or waiting is None or not waiting.signature.waits_for_peers:
+            return findings
+        attempt = self._attempt_of(waiting.seq)
+        error = self.incident.first_errors.get(attempt, [])
+        thrown = (
+            error
+            if error and TRACEBACK_START in error[0].text
+            else self.incident.first_tracebacks.get(attempt, [])
+        )
+        if not thrown or thrown[0].seq >= waiting.seq:
+            return findings
+        explained = self._explained(unit, engine, before=waiting.seq)
+        if explained is None:
+            exit_ = next((e for e in self.incident.exits if e.attempt == attempt), None)
+            failure = Failure(
+                first_error=error if error and error[0].seq < waiting.seq else thrown,
+                traceback=thrown if thrown is not error else [],
+                last_lines=[],
+                exit=exit_,
+                attempts=1,
+                status=exit_.status if exit_ else None,
+            )
+            explained = self._unknown(failure, templates, unit, [])
+        said = (
+            f"{explained.explanation} It came first: the later finding ({first.title.lower()}) "
+            "is the other ranks waiting for the one that had already failed."
+        )
+        return with_primary(findings, explained.model_copy(update={"explanation": said}))
+
+    def _timeline(
+        self, end: datetime | None, findings: list[Finding], primary: str | None
+    ) -> Timeline | None:
+        """The last start attempt's times; who stopped it; how long a silence lasted."""
+        if not self._records_seen:
+            return None
+        attempt = len(self._attempt_starts)
+        stop_ts, _ = self._stops.get(attempt, (None, 0))
+        asked = attempt in self._stops and attempt not in self.incident.failed_attempts
+        stalled = None
+        first = next((f for f in findings if f.id == primary), None)
+        state = next(
+            (
+                s
+                for s in self._states
+                if first and s.signature and s.signature.id == first.signature
+            ),
+            None,
+        )
+        if state is not None and isinstance(state.signature.match, AbsenceMatch) and state.quiet_s:
+            stalled = round(state.quiet_s, 1)
+        return Timeline(
+            observed_until=end,
+            last_engine_line_at=self._last_app_ts.get(attempt),
+            ready_at=self._ready_ts.get(attempt),
+            stop_requested_at=stop_ts,
+            stopped_by="operator" if asked else None,
+            stopped_by_user=self._stop_user if asked else None,
+            phases=[
+                PhaseTime(phase=phase, at=self._phase_ts.get((attempt, phase)))
+                for phase in PHASE_ORDER
+                if (attempt, phase) in self._phase_ts
+            ],
+            ranks=[
+                RankTime(rank=rank, phase=self._rank_phase(rank, attempt), last_line_at=at)
+                for rank, at in sorted(self._rank_last.get(attempt, {}).items())
+            ],
+            stalled_for_s=stalled,
+        )
+
+    def _rank_phase(self, rank: str, attempt: int) -> str | None:
+        """The furthest phase ``rank`` announced in ``attempt``."""
+        start = self._attempt_starts[attempt - 1] if attempt else -1
+        reached = [p for seq, p in self._phases.get(rank, []) if seq >= start]
+        return max(reached, key=PHASE_ORDER.__getitem__) if reached else None
+
+    def _explained(
+        self, unit: str | None, engine: str | None, before: int | None = None
+    ) -> Finding | None:
+        """The first explainer's finding for the error lines no signature explained (those
+        before seq ``before`` only, when given)."""
+        records = [r for r in self.incident.unexplained if before is None or r.seq < before]
         if not self.explainers or not records:
             return None
         candidates = tuple(
@@ -509,6 +708,10 @@ class Engine:
     def _draft(self, state: _State, hits: list[Hit], unit: str | None, engine: str | None) -> Draft:
         signature = state.signature
         first = min(hits, key=lambda h: h.seq)
+        # a silence belongs to the phase of the last progress before it
+        phase = (
+            max(hits, key=lambda h: h.seq) if isinstance(signature.match, AbsenceMatch) else first
+        ).phase
         count = len(hits) + (state.extra_hits if isinstance(signature.match, LineMatch) else 0)
         attempts = len({h.attempt for h in hits})
         values: dict[str, Any] = {**self.facts, **state.context}
@@ -522,7 +725,7 @@ class Engine:
         values.update(
             engine=engine,
             unit=unit,
-            phase=first.phase,
+            phase=phase,
             count=count,
             attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
@@ -554,7 +757,7 @@ class Engine:
             evidence=_evidence(hits, state.support, unit),
             count=count,
             attempts=attempts,
-            phase=first.phase,
+            phase=phase,
             confidence=confidence,
             unit=unit,
             versions=versions,
@@ -588,6 +791,11 @@ class Engine:
             if failure.attempts > 1:
                 said += f", in {failure.attempts} start attempts"
             explanation = [said + "."]
+        elif failure.serving:
+            explanation = [
+                "The server was ready and serving, then a process of it died (a run-time "
+                "failure, as serious as one at start), and nobody asked it to stop."
+            ]
         else:
             explanation = [
                 "The log ends with an error before the server was ready, and nobody asked it "
@@ -659,7 +867,13 @@ class Engine:
             references=[p.issue_tracker for p in profiles() if p.issue_tracker],
             count=max(1, failure.attempts),
             attempts=max(1, failure.attempts),
-            phase=self._phase_at(None, seq) if first is not None else self._phase_reached(),
+            phase=(
+                SERVING
+                if failure.serving
+                else self._phase_at(None, seq)
+                if first is not None
+                else self._phase_reached()
+            ),
             templates=templates,
         )
 
@@ -784,6 +998,9 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     if header is not first.record and len(first.event.records) > 1:
         records.append((header, header.ts))
     records += [(h.record, h.event.ts) for h in (*chosen, *support)]
+    thrown = raised_line(first.event)
+    if thrown is not None and thrown is not first.record:  # a match inside a traceback: the
+        records.insert(2, (thrown, first.event.ts))  # exception it ends in is the decisive line
     seen: set[tuple[str, int | None, str | None, str]] = set()
     evidence = []
     for record, stamp in records:

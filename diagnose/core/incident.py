@@ -86,6 +86,11 @@ _MASKS = (
 )
 
 
+def is_noise(text: str) -> bool:
+    """A line the engine profiles know as noise (with their reasons): never a failure."""
+    return _BENIGN.search(text) is not None
+
+
 def template_of(text: str) -> str:
     """The line with its variable parts masked: ``Rank 3 died (exit code: -9)`` and
     ``Rank 1 died (exit code: -9)`` both become ``Rank <NUM> died (exit code: <NUM>)``."""
@@ -115,6 +120,17 @@ def exception_line(event: Event) -> Record | None:
         return None
     for record in reversed(event.records):
         if record.text.strip():
+            return record
+    return None
+
+
+def raised_line(event: Event) -> Record | None:
+    """The line of a traceback event that names the exception raised last
+    (``OSError: [Errno 98] ...``), if it has one."""
+    if TRACEBACK_START not in event.first.text:
+        return None
+    for record in reversed(event.records[1:]):
+        if _CHAINED_EXCEPTION.match(record.text):
             return record
     return None
 
@@ -151,6 +167,8 @@ class Failure:
     exit: Exit | None
     attempts: int
     status: str | None
+    serving: bool = False
+    """It came after the server said it was ready: a run-time failure."""
 
 
 @dataclass
@@ -167,6 +185,13 @@ class IncidentTracker:
     overflow: int = 0
     anchored: dict[int, Record] = field(default_factory=dict)
     """Per start attempt, its first line that holds a literal a later tier knows."""
+    died_serving: set[int] = field(default_factory=set)
+    """Attempts in which a process died after the server said it was ready (the engine's
+    death notices, a bare ``Killed``): a run-time failure, even with no exit seen."""
+    ready_seq: dict[int, int] = field(default_factory=dict)
+    """Per start attempt, the position of its ready line."""
+    serving_errors: dict[int, list[Record]] = field(default_factory=dict)
+    """Per start attempt, its first error after the ready line."""
     unexplained: list[Record] = field(default_factory=list)
     """The first line of each error template no signature matched, in the order they came,
     with the exceptions a traceback chains before its last: what a later tier may explain."""
@@ -186,6 +211,8 @@ class IncidentTracker:
                 self.stopping.add(attempt)
         if error is None:
             return
+        if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
+            self.serving_errors.setdefault(attempt, error)
         self.first_errors.setdefault(attempt, error)
         if TRACEBACK_START in first.text and self.first_errors[attempt] is not error:
             self.first_tracebacks.setdefault(attempt, error)
@@ -292,6 +319,18 @@ class IncidentTracker:
                 exit=exit_,
                 attempts=len(self.failed_attempts),
                 status=exit_.status,
+            )
+        if reached_ready and last_attempt in self.died_serving and ended:
+            if last_attempt in self.stopping:
+                return None
+            return Failure(
+                first_error=self.serving_errors.get(last_attempt, []),
+                traceback=[],
+                last_lines=list(self.recent),
+                exit=None,
+                attempts=1,
+                status=None,
+                serving=True,
             )
         errors = self.first_errors.get(last_attempt)
         if not ended or errors is None or reached_ready or last_attempt in self.stopping:

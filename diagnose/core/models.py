@@ -194,6 +194,58 @@ class ToolInfo(_Frozen):
     version: str = __version__
 
 
+class PhaseTime(_Frozen):
+    """When a start attempt first reached a phase (any rank)."""
+
+    phase: str
+    at: Timestamp | None = None
+
+
+class RankTime(_Frozen):
+    """How far one rank (or process) got, and when it last spoke."""
+
+    rank: str
+    phase: str | None = None
+    last_line_at: Timestamp | None = None
+
+
+class Timeline(_Frozen):
+    """When things happened in the incident's last start attempt, and how long it was
+    watched: what a stall or a stop is judged against."""
+
+    observed_until: Timestamp | None = Field(
+        default=None,
+        description="The latest evidence of any kind: a journal line, an nvidia-smi capture's "
+        "clock, the caller's clock for live input.",
+    )
+    last_engine_line_at: Timestamp | None = Field(
+        default=None, description="The engine's last line before any stop request."
+    )
+    ready_at: Timestamp | None = Field(default=None, description="When it said it was ready.")
+    stop_requested_at: Timestamp | None = Field(
+        default=None, description="When a stop was requested (systemd's `Stopping`)."
+    )
+    stopped_by: Literal["operator"] | None = Field(
+        default=None,
+        description="'operator' when a stop was requested that no failure before it explains.",
+    )
+    stopped_by_user: str | None = Field(
+        default=None, description="Who ran `systemctl stop`, when sudo logged it."
+    )
+    phases: list[PhaseTime] = Field(
+        default_factory=list, description="Each phase the attempt reached, with when."
+    )
+    ranks: list[RankTime] = Field(
+        default_factory=list,
+        description="Per rank tag (TP0, EngineCore_DP0): its furthest phase and its last line.",
+    )
+    stalled_for_s: float | None = Field(
+        default=None,
+        description="How long the engine was silent before it was stopped or observed, when "
+        "the primary finding is that silence.",
+    )
+
+
 class Diagnosis(_Frozen):
     schema_version: int = SCHEMA_VERSION
     tool: ToolInfo = Field(default_factory=ToolInfo)
@@ -212,6 +264,14 @@ class Diagnosis(_Frozen):
     )
     redactions: dict[str, int] = Field(
         default_factory=dict, description="Kinds of secrets redacted from this report, with counts."
+    )
+    timeline: Timeline | None = Field(
+        default=None, description="When the last start attempt did what, and how long it was seen."
+    )
+    units: list[Diagnosis] = Field(
+        default_factory=list,
+        description="When the input holds several units: one diagnosis per unit (the report's "
+        "own fields then describe the first unit with a failure). Empty for one unit.",
     )
 
     def finding(self, finding_id: str | None) -> Finding | None:

@@ -213,7 +213,16 @@ def rank(drafts: list[Draft]) -> list[Finding]:
     def order(d: Draft) -> tuple[bool, int, int]:
         return (d.signature.generic, d.seq, -d.signature.severity.rank)
 
-    causes = sorted((d for d in drafts if is_failure(d.signature)), key=order)
+    fired = {d.signature.id: d for d in sorted(drafts, key=order)}
+    # a consequence whose cause fired too: never the primary, caused by that cause
+    cause_of = {
+        id(d): next(fired[c] for c in d.signature.consequence_of if c in fired)
+        for d in drafts
+        if any(c in fired for c in d.signature.consequence_of)
+    }
+    causes = sorted(
+        (d for d in drafts if is_failure(d.signature) and id(d) not in cause_of), key=order
+    )
     if not causes:  # nothing explains the symptoms: the first symptom is the story
         causes = sorted(
             (
@@ -240,6 +249,8 @@ def rank(drafts: list[Draft]) -> list[Finding]:
         signature = draft.signature
         if draft is primary:
             role, caused_by = Role.ROOT_CAUSE, None
+        elif id(draft) in cause_of:
+            role, caused_by = Role.SYMPTOM, ids[id(cause_of[id(draft)])]
         elif signature.role is Role.ADVISORY or signature.severity.rank < Severity.ERROR.rank:
             role, caused_by = Role.ADVISORY, None
         else:

@@ -299,6 +299,16 @@ class Signature(_Schema):
     supersedes: list[str] = Field(
         default_factory=list, description="Signatures this one explains more precisely."
     )
+    consequence_of: list[str] = Field(
+        default_factory=list,
+        description="Signatures whose failure causes this one: when one of them fired too, "
+        "this finding is reported as caused by it, never as the primary.",
+    )
+    waits_for_peers: bool = Field(
+        default=False,
+        description="It only says a rank waited for others (a store or rendezvous timeout, a "
+        "collective that never completed): an earlier error of the same start explains it.",
+    )
     versions: Versions | None = Field(
         default=None, description="Engine versions it applies to, and the one that fixed it."
     )
@@ -405,6 +415,16 @@ class Relations(_Schema):
     supersedes: dict[str, list[str]] = Field(
         default_factory=dict,
         description="signature id -> the ones it explains more precisely (they are dropped).",
+    )
+    consequence_of: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="signature id -> the signatures whose failure causes it (it is kept, as "
+        "caused by them).",
+    )
+    waits_for_peers: list[str] = Field(
+        default_factory=list,
+        description="Signatures that only say a rank waited for the others: an earlier error "
+        "of another rank or process in the same start attempt is the cause.",
     )
 
 

@@ -8,6 +8,7 @@ prefixed line continues the traceback of its own process.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from diagnose.core.records import Event, Record
@@ -17,6 +18,9 @@ _CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
 )
+_OTHER_WRITER = re.compile(r"^\[rank\d+\]:|^\[?[EWIF]\d{4} \d\d:\d\d:\d\d")
+"""A line another writer started (torch's c10d ``[rank0]:[E321 ...]``, glog's ``E0321 ...``):
+it ends an exception message, it does not continue it."""
 MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
 
@@ -102,6 +106,7 @@ class TracebackGrouper:
             target.state != "message"
             or target.message_lines >= MAX_MESSAGE_LINES
             or (record.prefixed and not _is_frame_line(text))
+            or _OTHER_WRITER.match(text) is not None
         )
         if ends_message:
             return self._close_and_refeed(target, record, seq)

@@ -36,7 +36,12 @@ def profile(name: str | None) -> EngineProfile:
 
 def benign_lines() -> tuple[str, ...]:
     """Every profile's known-noise regexes, the generic ones first."""
-    return (*profile(None).benign_lines, *(line for p in profiles() for line in p.benign_lines))
+    return tuple(line.pattern for p in (profile(None), *profiles()) for line in p.noise)
+
+
+def death_notices() -> tuple[str, ...]:
+    """Every profile's regexes of lines that say a process of the server died."""
+    return tuple(line.pattern for p in (profile(None), *profiles()) for line in p.death_notices)
 
 
 def display_name(name: str | None) -> str:

@@ -17,6 +17,8 @@ PHASE_NAMES = (
     "ready",
 )
 """Startup phases in the order of a healthy start, whatever the engine."""
+SERVING = "serving"
+"""The phase of everything after the server said it was ready: run time, not start-up."""
 
 LineScope = Literal["any", "own_or_unknown", "own"]
 
@@ -36,6 +38,15 @@ class PhaseMarkers:
         if self.lines == "own_or_unknown":
             return engine in (None, own)
         return engine == own
+
+
+@dataclass(frozen=True)
+class KnownLine:
+    """A line the engine prints that reads otherwise than it means: ``pattern`` (a regex)
+    and ``reason``, the why, for whoever reads or extends the table."""
+
+    pattern: str
+    reason: str
 
 
 class EngineProfile(Protocol):
@@ -62,8 +73,14 @@ class EngineProfile(Protocol):
         """Where its users report bugs: a failure no signature knows points there."""
 
     @property
-    def benign_lines(self) -> Sequence[str]:
-        """Regexes of lines that look like errors and are known noise."""
+    def noise(self) -> Sequence[KnownLine]:
+        """Lines that look like errors and are known noise: never chosen as evidence or as
+        the first error."""
+
+    @property
+    def death_notices(self) -> Sequence[KnownLine]:
+        """Lines with no error word that say a process of the server died: a kill after
+        them is the engine's own doing, not a silent kill from outside."""
 
     @property
     def flag_aliases(self) -> Mapping[str, str]:
@@ -97,7 +114,8 @@ class Profile:
     prog: str
     phase_markers: tuple[PhaseMarkers, ...] = ()
     issue_tracker: str | None = None
-    benign_lines: tuple[str, ...] = ()
+    noise: tuple[KnownLine, ...] = ()
+    death_notices: tuple[KnownLine, ...] = ()
     flag_aliases: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     executable: str | None = None

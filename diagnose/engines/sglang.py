@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from diagnose.engines.base import SHARED_FLAG_ALIASES, EngineProfile, PhaseMarkers, Profile
+from diagnose.engines.base import (
+    SHARED_FLAG_ALIASES,
+    EngineProfile,
+    KnownLine,
+    PhaseMarkers,
+    Profile,
+)
 
 PROFILE: EngineProfile = Profile(
     name="sglang",
@@ -26,6 +32,27 @@ PROFILE: EngineProfile = Profile(
         PhaseMarkers("warmup", ("Uvicorn running on",), lines="own_or_unknown"),
         PhaseMarkers(
             "ready", ("The server is fired up and ready to roll!",), lines="own_or_unknown"
+        ),
+    ),
+    noise=(
+        KnownLine(
+            r"\): error: operation scheduled before its operands",
+            "Triton's MLIR diagnostic from SGLang's decode attention kernel; SGLang prints "
+            "'The following error message ... can be ignored' for it",
+        ),
+    ),
+    death_notices=(
+        KnownLine(
+            r"Received sigquit from a child process|SIGQUIT received",
+            "a child (scheduler, detokenizer) failed; SGLang then kills its process tree",
+        ),
+        KnownLine(
+            r"Subprocess \S+ \(pid=\d+\) crashed",
+            "SGLang's subprocess watchdog saw a child die and triggers SIGQUIT",
+        ),
+        KnownLine(
+            r"(?:Rank \d+ )?scheduler died during initialization",
+            "a scheduler died while the server started",
         ),
     ),
     flag_aliases=SHARED_FLAG_ALIASES,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from diagnose.engines.base import SHARED_FLAG_ALIASES, EngineProfile, PhaseMarkers, Profile
+from diagnose.engines.base import (
+    SHARED_FLAG_ALIASES,
+    EngineProfile,
+    KnownLine,
+    PhaseMarkers,
+    Profile,
+)
 
 PROFILE: EngineProfile = Profile(
     name="vllm",
@@ -13,7 +19,10 @@ PROFILE: EngineProfile = Profile(
         PhaseMarkers(
             "launch", ("non-default args:", "vLLM API server version", "vLLM server version")
         ),
-        PhaseMarkers("dist_init", ("Init parallel begin.", "distributed_init_method=")),
+        PhaseMarkers(
+            "dist_init",
+            ("Init parallel begin.", "distributed_init_method=", "Found nccl from library"),
+        ),
         PhaseMarkers("load_weights", ("Loading model from scratch", "Starting to load model")),
         PhaseMarkers("kv_cache", ("Loading weights took", "Model loading took")),
         PhaseMarkers("cuda_graph", ("Capturing CUDA graph", "Capturing cudagraphs")),
@@ -22,6 +31,31 @@ PROFILE: EngineProfile = Profile(
             ("init engine (profile", "Starting vLLM API server", "Starting vLLM server"),
         ),
         PhaseMarkers("ready", ("Application startup complete.",), lines="own"),
+    ),
+    noise=(
+        KnownLine(
+            r"Engine core initialization failed\. See root cause above",
+            "the API server's wrapper for a failure the engine core logged before it: a "
+            "consequence, never the cause",
+        ),
+        KnownLine(
+            r"WorkerProc initialization failed due to an exception in a background process",
+            "the engine core's wrapper for a worker's failure logged before it",
+        ),
+        KnownLine(
+            r"destroy_process_group\(\) was not called",
+            "torch's warning at exit; harmless",
+        ),
+    ),
+    death_notices=(
+        KnownLine(
+            r"died unexpectedly|Engine core proc \S+ died",
+            "vLLM saw a worker or the engine core die and shuts down",
+        ),
+        KnownLine(
+            r"EngineCore encountered a fatal error|EngineDeadError",
+            "the engine core died; the API server answers 500 and shuts down",
+        ),
     ),
     flag_aliases={
         **SHARED_FLAG_ALIASES,

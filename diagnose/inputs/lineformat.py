@@ -56,6 +56,12 @@ _VLLM_PROC_ONLY = re.compile(
 _UNIT_JOB = re.compile(
     rf"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>{NAME_CHARS}\.service)\b"
 )
+_CLOCK_LINE = re.compile(
+    r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) "
+    r"(?P<time>\d\d:\d\d:\d\d) (?P<year>\d{4})\s*$"
+)
+"""A line that is only a clock reading: the first line of an ``nvidia-smi`` table, or
+``date``'s output. It tells when the capture was taken (the latest evidence of a stall)."""
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
 
 
@@ -112,6 +118,14 @@ class LineParser:
         if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
             return None
         record = Record(source=self.source, line=line_no, text=raw, raw=raw, stream=self.source)
+        clock = _CLOCK_LINE.match(raw)
+        if clock and clock.group("mon") in _MONTHS:
+            self.year = int(clock.group("year"))
+            record.ts = self._month_day(
+                _MONTHS[clock.group("mon")], int(clock.group("day")), clock.group("time")
+            )
+            record.origin = "gpu"
+            return record
         outer = _JOURNAL_SHORT.match(raw) or _JOURNAL_ISO.match(raw)
         if outer:
             self._apply_journal_prefix(record, outer)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
+from typing import Protocol
 
 from diagnose.core.engine import Engine
+from diagnose.core.records import Event
 from diagnose.core.scan import NeedleScanner
 from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
 from diagnose.inputs.files import BEFORE_EXIT_LINES, EXIT_MARKERS, LogInput, events
@@ -35,8 +37,16 @@ def _backend_for(logs: list[LogInput]) -> str | None:
     return "pyahocorasick" if total < SMALL_INPUT_BYTES else None
 
 
+class Feedable(Protocol):
+    """What the pipeline feeds: an engine, or a splitter of engines per unit."""
+
+    def needles(self) -> set[str] | None: ...
+
+    def feed(self, event: Event) -> None: ...
+
+
 def run_logs(
-    engine: Engine,
+    engine: Feedable,
     logs: list[LogInput],
     warn: Warn | None = None,
     progress: Progress | None = None,

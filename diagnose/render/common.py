@@ -15,6 +15,7 @@ PHASE_WORDS = {
     "http_server": "starting the HTTP server",
     "warmup": "the warmup request",
     "ready": "ready and serving",
+    "serving": "serving, after the server was ready",
 }
 TIER_WORDS = {
     "known_issue": "known issue from resolved public threads",

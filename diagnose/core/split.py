@@ -1,0 +1,154 @@
+"""One incident per unit: an input that holds the lines of several systemd services (a whole
+journal, ``journalctl --since`` without ``-u``) is diagnosed once per service.
+
+:class:`UnitSplitter` stands where an :class:`~diagnose.core.engine.Engine` stands: it feeds
+every event to one engine, as for a single unit, and as long as the input names one service
+that is all it does (its report is that engine's, unchanged). When a second service appears,
+it starts one engine per service and replays what it kept; from then on each event goes to the
+service it belongs to:
+
+- systemd's lines name their unit;
+- an application line names it in a JSON export (``_SYSTEMD_UNIT``); in a text export a
+  process (host, identifier, PID) is given to the service started last that has no process
+  yet, when its first line that an engine prints arrives (a text export does not say more);
+- the kernel's lines, and lines of processes no service claimed, go to every service.
+
+Memory stays bounded: the events kept before a second service appears are capped; past the
+cap the input is diagnosed as one incident and a note says why.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+
+from diagnose.core.engine import Engine
+from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.core.records import Event
+from diagnose.core.tracebacks import TRACEBACK_START
+
+MAX_KEPT_EVENTS = 50_000
+"""Events kept for a replay until a second service appears."""
+_EVERYONE = "\0every unit"
+_STARTS = ("Started ", "Starting ")
+
+
+class UnitSplitter:
+    """Feed events, then finish: one diagnosis, with one per service in ``units`` when the
+    input holds several."""
+
+    def __init__(self, make_engine: Callable[[], Engine]) -> None:
+        self._make_engine = make_engine
+        self.engine = make_engine()
+        """The engine that sees every event: the report of a single-unit input."""
+        self._units: list[str] = []
+        self._per_unit: dict[str, Engine] = {}
+        self._kept: list[tuple[str | None, Event]] | None = []
+        self._streams: dict[str, str] = {}
+        self._waiting: deque[str] = deque()
+        """Services started whose process has not printed yet, oldest first."""
+        self.notes: list[str] = []
+        self._guessed = False
+        """A process was given to a service by start order (a text export)."""
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return self.engine.skipped
+
+    def needles(self) -> set[str] | None:
+        return self.engine.needles()
+
+    def feed(self, event: Event) -> None:
+        self.engine.feed(event)
+        unit = self._route(event)
+        if unit not in (None, _EVERYONE) and unit not in self._units:
+            self._units.append(unit)
+            if len(self._units) == 2:
+                self._split()
+        if self._per_unit:
+            self._send(unit, event)
+        elif self._kept is not None:
+            self._kept.append((unit, event))
+            if len(self._kept) > MAX_KEPT_EVENTS:
+                self._kept = None
+                self.notes.append(
+                    f"more than {MAX_KEPT_EVENTS} events before a second service appeared: "
+                    "the input was diagnosed as one incident"
+                )
+
+    def _route(self, event: Event) -> str | None:
+        """The service ``event`` belongs to; ``_EVERYONE`` for lines every service sees;
+        None for lines of no service (they go to every service too)."""
+        record = event.first
+        if record.origin == "systemd":
+            unit = record.unit if record.unit and record.unit.endswith(".service") else None
+            if unit and record.text.startswith(_STARTS):
+                self._waiting.append(unit)
+            return unit or _EVERYONE
+        if record.origin != "app":
+            return _EVERYONE
+        if record.unit:
+            return record.unit
+        process = record.stream.split("|", 1)[0]
+        if process in self._streams:
+            return self._streams[process]
+        if record.engine is None and TRACEBACK_START not in record.text:
+            return None  # not (yet) an engine's process: sudo, a shell, a wrapper
+        if self._waiting:
+            unit = self._waiting.popleft()
+        elif len(self._units) == 1:
+            unit = self._units[0]
+        else:
+            return None
+        self._streams[process] = unit
+        self._guessed = True
+        return unit
+
+    def _split(self) -> None:
+        if self._kept is None:
+            return
+        for name in self._units:
+            self._per_unit[name] = self._make_engine()
+        for unit, event in self._kept:
+            self._send(unit, event)
+        self._kept = None
+
+    def _send(self, unit: str | None, event: Event) -> None:
+        if unit in self._per_unit:
+            self._per_unit[unit].feed(event)
+            return
+        if unit not in (None, _EVERYONE):  # a service that appeared after the split
+            self._per_unit[unit] = self._make_engine()
+            self._per_unit[unit].feed(event)
+            return
+        for engine in self._per_unit.values():
+            engine.feed(event)
+
+    def finish(
+        self, observed_until: datetime | None = None, inputs: list[InputSummary] | None = None
+    ) -> Diagnosis:
+        """The single engine's diagnosis; for several services, the first that failed (or
+        the first one) with every service's diagnosis in ``units``."""
+        if not self._per_unit:
+            return self.engine.finish(observed_until=observed_until, inputs=inputs)
+        each = [
+            engine.finish(observed_until=observed_until, inputs=inputs).model_copy(
+                update={"unit": unit}
+            )
+            for unit, engine in self._per_unit.items()
+        ]
+        failed = [d for d in each if d.primary is not None]
+        chosen = failed[0] if failed else each[0]
+        names = ", ".join(d.unit or "?" for d in each)
+        said = (
+            f"The input holds {len(each)} services ({names}); each is diagnosed on its own "
+            f"(`units`). This report is about {chosen.unit}"
+            + (", the one that failed." if len(failed) == 1 else ".")
+        )
+        if self._guessed:
+            said += (
+                " Application lines were given to services by start order: a text export "
+                "does not say which service wrote them."
+            )
+        return chosen.model_copy(update={"units": each, "notes": [*self.notes, said]})
