@@ -1,10 +1,12 @@
-"""Renderers: a diagnosis as text for people, JSON for machines, Markdown for postmortems."""
+"""Renderers: a diagnosis as text for people, JSON for machines, Markdown and HTML for
+postmortems, and the bare drop-in (``--patch-only``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from diagnose.core.models import Diagnosis
+from diagnose.render.common import render_patch_only
 from diagnose.render.json import render_json
 from diagnose.render.markdown import render_markdown
 from diagnose.render.text import render_text
@@ -13,6 +15,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "text": render_text,
     "json": render_json,
     "markdown": render_markdown,
+    "dropin": render_patch_only,
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
@@ -94,3 +96,71 @@ def action_lines(finding: Finding) -> list[str]:
         )
     lines += [f"on the host: {action}" for action in finding.system_actions]
     return lines
+
+
+def primary_dropin(diagnosis: Diagnosis) -> str | None:
+    """The primary finding's drop-in text (what ``--patch-only`` prints), or None."""
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None or primary.patch is None or not primary.patch.dropin:
+        return None
+    return primary.patch.dropin.rstrip("\n") + "\n"
+
+
+def no_dropin_reason(diagnosis: Diagnosis) -> str:
+    """Why ``--patch-only`` has nothing to print, in words that say what to do instead."""
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None:
+        return "no failure found"
+    if primary.patch is None:
+        return primary.patch_note or "no configuration change fixes this failure"
+    return (
+        "the unit is not known, so the changes cannot be a drop-in; "
+        "run without --patch-only to see them, or use diagnose journal -u UNIT"
+    )
+
+
+def render_patch_only(diagnosis: Diagnosis, **_: object) -> str:
+    """``--patch-only``: the primary finding's drop-in and nothing else, ready for
+    ``systemctl edit --stdin UNIT`` or ``tee``; empty when there is none."""
+    return primary_dropin(diagnosis) or ""
+
+
+def apply_commands(unit: str | None) -> list[str]:
+    """The commands that make systemd use a drop-in once it is written."""
+    if not unit:
+        return []
+    return ["systemctl daemon-reload", f"systemctl restart {unit}"]
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """How to draw for the place the output goes: colour, width, live displays."""
+
+    color: bool
+    width: int
+    live: bool
+    """Progress bars and live panels (they redraw lines): a real terminal that is not dumb."""
+
+
+DEFAULT_WIDTH = 100
+"""Columns of a report written to a pipe or a file when ``COLUMNS`` does not say."""
+
+
+def terminal(env: Mapping[str, str], is_tty: bool, tty_width: int | None = None) -> Terminal:
+    """The conventions: ``NO_COLOR`` (any value) turns colour off and wins over
+    ``FORCE_COLOR``, which turns it on even in a pipe; ``TERM=dumb`` means no colour and no
+    redrawing; ``COLUMNS`` sets the width, else the terminal's, else 100 columns."""
+    dumb = env.get("TERM", "") == "dumb"
+    if env.get("NO_COLOR"):
+        color = False
+    elif env.get("FORCE_COLOR", "") not in ("", "0"):
+        color = True
+    else:
+        color = is_tty and not dumb
+    columns = env.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else None
+    return Terminal(
+        color=color,
+        width=width or (tty_width if is_tty and tty_width else DEFAULT_WIDTH),
+        live=is_tty and not dumb,
+    )

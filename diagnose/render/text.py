@@ -1,12 +1,15 @@
-"""The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup."""
+"""The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup.
+
+What a reader copies (the drop-in, the commands to run) is printed as plain lines at the left
+margin: no border, no indent, never wrapped or cut, whatever the width.
+"""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.padding import Padding
-from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
@@ -16,6 +19,7 @@ from diagnose.render.common import (
     SEVERITY_STYLE,
     TIER_WORDS,
     action_lines,
+    apply_commands,
     patch_lines,
     seen,
     summary,
@@ -25,6 +29,10 @@ from diagnose.render.common import (
 )
 
 _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
+
+
+class Verbatim(Text):
+    """A line to copy: printed whole (no wrap, no crop) at the left margin."""
 
 
 def _heading(text: str) -> Text:
@@ -50,7 +58,7 @@ def _indent(renderable: RenderableType, by: int = 2) -> Padding:
     return Padding(renderable, (0, 0, 0, by), expand=False)
 
 
-def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableType:
+def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[RenderableType]:
     head = Text()
     head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
@@ -76,7 +84,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     if versions(finding):
         parts.append(Text(versions(finding), style="dim"))
     if not full:
-        return Group(*parts)
+        return parts
     parts += [Text(""), Text(finding.explanation)]
     parts += [Text(""), _heading("Evidence")]
     repeats: dict[str, list[Evidence]] = {}
@@ -115,9 +123,21 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
             note = finding.patch_note or "No configuration change fixes this."
             parts.append(_indent(Text(note)))
     elif finding.patch.dropin:
-        parts.append(
-            Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green")
-        )
+        parts += [
+            Verbatim(line, style="green") for line in finding.patch.dropin.rstrip("\n").split("\n")
+        ]
+        commands = apply_commands(diagnosis.unit)
+        if commands:
+            parts.append(
+                _indent(
+                    Text(
+                        "Save it as the file its first line names (--patch-only prints just "
+                        "the drop-in), then run:",
+                        style="dim",
+                    )
+                )
+            )
+            parts += [Verbatim(command, style="bold") for command in commands]
     else:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
     if finding.patch is not None and finding.patch_note:
@@ -130,7 +150,12 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     if finding.references:
         parts += [Text(""), _heading("References")]
         parts += [_indent(Text(reference, style="dim")) for reference in finding.references]
-    return Group(*parts)
+    return parts
+
+
+def _print(console: Console, parts: list[RenderableType]) -> None:
+    for part in parts:
+        console.print(part, soft_wrap=isinstance(part, Verbatim))
 
 
 def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
@@ -152,7 +177,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         )
     else:
         console.print(Rule(style="red"))
-        console.print(_finding(primary, diagnosis, full=True))
+        _print(console, _finding(primary, diagnosis, full=True))
     others = [f for f in diagnosis.findings if f is not primary]
     for role, label in (
         (Role.ROOT_CAUSE, "Other failures"),
@@ -164,9 +189,8 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
             continue
         console.print(Rule(label, style="dim"))
         for finding in group:
-            console.print(
-                Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0))
-            )
+            _print(console, _finding(finding, diagnosis, full=role is not Role.SYMPTOM))
+            console.print()
     if diagnosis.notes:
         console.print(Rule("Notes", style="dim"))
         for note in diagnosis.notes:
