@@ -249,4 +249,4 @@ def test_markdown_inline_text_is_escaped() -> None:
     for row in timeline:
         assert "[bold red]" not in row
         assert "\\[bold red\\]" in row or "bold red" not in row
-        assert row.count("|") - row.count("\\|") == 4, "log text cannot add table columns"
+        assert row.count("|") - row.count("\\|") == 5, "log text cannot add table columns"

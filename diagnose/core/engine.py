@@ -50,6 +50,7 @@ from diagnose.core.signature import (
     SequenceMatch,
     Signature,
 )
+from diagnose.core.timeline import TimelineTracker
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import profiles
@@ -138,6 +139,7 @@ class Engine:
         self._records_seen = False
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
+        self.timeline = TimelineTracker()
         self._attempts = AttemptCounter()
         self._phases: dict[str | None, list[tuple[int, str]]] = {}
         """Per rank (None: any rank), the seq at which each startup phase began."""
@@ -220,6 +222,9 @@ class Engine:
         banner = launch_marker(record.text) if phase == "launch" else None
         if self._attempts.begins_attempt(record, banner):
             self._new_attempt(record.ts, record.seq)
+        self.timeline.observe(
+            len(self._attempt_starts), record.ts, record.origin == "systemd", record.text, phase
+        )
         if record.origin == "systemd":
             unit = SERVICE_PREFIX.match(record.text) or NAMED_JOB_START.match(record.text)
             if unit:
@@ -423,6 +428,7 @@ class Engine:
             engine=engine,
             phase_reached=self._phase_reached(),
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
+            timeline=self.timeline.attempts(),
         )
 
     def _explained(self, unit: str | None, engine: str | None) -> Finding | None:

@@ -13,14 +13,16 @@ from rich.padding import Padding
 from rich.rule import Rule
 from rich.text import Text
 
-from diagnose.core.models import Diagnosis, Evidence, Finding, Role
+from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
     TIER_WORDS,
     action_lines,
     apply_commands,
+    evidence_groups,
     patch_lines,
+    places,
     seen,
     summary,
     versions,
@@ -37,17 +39,6 @@ class Verbatim(Text):
 
 def _heading(text: str) -> Text:
     return Text(text, style="bold")
-
-
-def _places(evidence: list[Evidence]) -> str:
-    """Where repeats of a line are: line numbers in a file, times in the journal."""
-
-    def place(e: Evidence) -> str:
-        at = str(e.line) if e.line is not None else when(e.timestamp)
-        return f"{at} [{e.rank}]" if e.rank else at
-
-    lines = all(e.line is not None for e in evidence)
-    return ("lines " if lines else "") + ", ".join(place(e) for e in evidence)
 
 
 def _shorten(text: str, limit: int = 300) -> str:
@@ -87,11 +78,9 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
         return parts
     parts += [Text(""), Text(finding.explanation)]
     parts += [Text(""), _heading("Evidence")]
-    repeats: dict[str, list[Evidence]] = {}
-    for evidence in finding.evidence:  # the same line again (other attempts): said once
-        repeats.setdefault(evidence.message or evidence.text, []).append(evidence)
-    for message, group in repeats.items():
+    for group in evidence_groups(finding.evidence):  # the same line again: said once
         first = group[0]
+        message = first.message or first.text
         line = Text()
         line.append(f"{where(first)}", style="cyan")
         line.append(f"  {when(first.timestamp)}  ", style="dim")
@@ -99,7 +88,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
             line.append(f"[{first.rank}] ", style="magenta")
         line.append(_shorten(message))
         if len(group) > 1:
-            line.append(f"  (again at {_places(group[1:])})", style="dim")
+            line.append(f"  (again at {places(group[1:])})", style="dim")
         parts.append(_indent(line))
     if finding.templates:
         parts += [Text(""), _heading("Unexplained error lines, most frequent first")]
