@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from diagnose.core.models import Diagnosis
 from diagnose.render.common import render_patch_only
+from diagnose.render.html import render_html
 from diagnose.render.json import render_json
 from diagnose.render.markdown import render_markdown
 from diagnose.render.text import render_text
@@ -15,6 +16,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "text": render_text,
     "json": render_json,
     "markdown": render_markdown,
+    "html": render_html,
     "dropin": render_patch_only,
 }
 

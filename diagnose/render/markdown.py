@@ -38,8 +38,9 @@ _ALWAYS = re.compile(r"([\\`*\[\]<>~])")
 _LONE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 """An underscore inside a word (``extra_buffer``) is never emphasis; elsewhere it may be."""
 _ENTITY = re.compile(r"&(?=#?\w+;)")
-_BLOCK_START = re.compile(r"^(\s*)([#+=>-]|\d+[.)])")
-"""What a paragraph may not start with: a heading, a list item, a quote, a setext line."""
+_BLOCK_START = re.compile(r"^(\s*)([#+=>-]|\d+(?=[.)]))")
+"""What a paragraph may not start with: a heading, a list item, a quote, a setext line (an
+ordered list's number gets its dot escaped: ``1\\.``)."""
 _CODE_SPAN = re.compile(r"(`+)([^`]+?)\1")
 _ENTITY_CHARS = set("\\`*_[]<>~|&#!()")
 
@@ -64,6 +65,13 @@ def _code(span: str, table: bool) -> str:
     )
 
 
+def _block_escape(found: re.Match[str]) -> str:
+    indent, marker = found.group(1), found.group(2)
+    if marker.isdigit():
+        return f"{indent}{marker}\\"  # the backslash goes before the dot that follows
+    return f"{indent}\\{marker}"
+
+
 def inline(text: str, table: bool = False) -> str:
     """Text safe in running Markdown (or a table cell), on one line: special characters
     escaped, except inside `code spans`, which stay code."""
@@ -75,7 +83,7 @@ def inline(text: str, table: bool = False) -> str:
         position = found.end()
     out.append(_escape(text[position:], table))
     joined = "".join(out)
-    return joined if table else _BLOCK_START.sub(r"\1\\\2", joined, count=1)
+    return joined if table else _BLOCK_START.sub(_block_escape, joined, count=1)
 
 
 def cell(text: str) -> str:
