@@ -200,3 +200,13 @@ def test_help_documents_every_output_option_with_an_example() -> None:
     assert "Example: -f markdown -o postmortem.md" in text
     assert "- is stdout" in text
     assert "--patch-only | sudo tee" in text
+
+
+def test_the_readme_shows_the_report_it_describes() -> None:
+    """The README's "Reading a report" block is what the command prints today."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Reading a report", 1)[1]
+    shown = section.split("```text\n", 1)[1].split("\n```", 1)[0]
+    printed = _diagnose("file", "fixtures/incidents/oom-cuda-graph.log", COLUMNS="100")
+    assert printed.returncode == 1
+    assert printed.stdout.rstrip("\n") == shown
