@@ -407,7 +407,10 @@ def postmortems_list(
         Path, typer.Option("--dir", help="Where the reports are.")
     ] = hook_commands.POSTMORTEM_DIR,
     fmt: Annotated[
-        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
+        postmortem_commands.ListFormat,
+        typer.Option(
+            "--format", "-f", help="text (two lines each) or json (a list). Example: -f json"
+        ),
     ] = postmortem_commands.ListFormat.text,
 ) -> None:
     """The postmortems written, newest first: unit, time, and the root cause found."""
@@ -432,7 +435,10 @@ def verify_command(
     journal_dir: JournalDirOption = None,
     boot: BootOption = None,
     fmt: Annotated[
-        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
+        postmortem_commands.ListFormat,
+        typer.Option(
+            "--format", "-f", help="text (a verdict) or json (the contract). Example: -f json"
+        ),
     ] = postmortem_commands.ListFormat.text,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
