@@ -1,7 +1,8 @@
 """The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup.
 
-What a reader copies (the drop-in, the commands to run) is printed as plain lines at the left
-margin: no border, no indent, never wrapped or cut, whatever the width.
+What a reader copies (the drop-in, the commands to run, the next checks and links) is printed
+as plain lines, never boxed, wrapped or cut, whatever the width: a terminal folds a long line
+for display but copies it whole. The drop-in and the commands stand at the left margin.
 """
 
 from __future__ import annotations
@@ -135,10 +136,11 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
         parts.append(_indent(Text(f"or: {alternative}")))
     if finding.next_checks:
         parts += [Text(""), _heading("Next checks")]
-        parts += [_indent(Text(f"- {check}")) for check in finding.next_checks]
+        # commands in them are copied: one line each, left to the terminal to fold
+        parts += [Verbatim(f"  - {check}") for check in finding.next_checks]
     if finding.references:
         parts += [Text(""), _heading("References")]
-        parts += [_indent(Text(reference, style="dim")) for reference in finding.references]
+        parts += [Verbatim(f"  {reference}", style="dim") for reference in finding.references]
     return parts
 
 
