@@ -138,9 +138,11 @@ def _warn(message: str) -> None:
 def _emit(
     diagnosis: Diagnosis, fmt: Format, output: Path | None, no_redact: bool, patch_only: bool
 ) -> None:
-    """The report, or with ``--patch-only`` the bare drop-in (and on stderr why there is none)."""
+    """The report, or with ``--patch-only`` the bare drop-in; when there is none, nothing is
+    printed or written, and stderr says why."""
     if patch_only and primary_dropin(diagnosis) is None:
         _warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
+        return
     report.emit(diagnosis, "dropin" if patch_only else fmt.value, output, no_redact)
 
 

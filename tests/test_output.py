@@ -147,6 +147,15 @@ def test_patch_only_without_a_dropin_prints_nothing_and_says_why(
     assert reason in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_patch_only_into_a_file_writes_the_dropin_or_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "50-diagnose.conf"
+    assert _diagnose("file", CRASHLOOP, "--patch-only", "-o", str(target)).stdout == ""
+    assert target.read_text().splitlines() == _dropin()
+    target.unlink()
+    _diagnose("file", HEALTHY, "--patch-only", "-o", str(target))
+    assert not target.exists(), "no empty drop-in is left behind"
+
+
 # -- terminal conventions ----------------------------------------------------------------------
 
 
