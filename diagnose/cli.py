@@ -29,7 +29,8 @@ from diagnose.core.versions import is_version
 from diagnose.engines import profiles
 from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
 from diagnose.library import load_library
-from diagnose.render.common import no_dropin_reason, primary_dropin, terminal
+from diagnose.render.common import no_dropin_reason, primary_dropin
+from diagnose.render.terminal import terminal
 from diagnose.runs import output as report
 from diagnose.runs.journal import JournalOptions, diagnose_journal
 from diagnose.runs.journal import apply as apply_dropin

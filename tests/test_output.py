@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.render.common import terminal
+from diagnose.render.terminal import terminal
 from tests.conftest import REPO
 
 CRASHLOOP = "fixtures/incidents/qwen-122b-crashloop.journal.txt"

@@ -19,8 +19,8 @@ from diagnose.core.models import Diagnosis
 from diagnose.core.redact import redact
 from diagnose.core.timeline import MAX_ATTEMPTS, TimelineTracker
 from diagnose.render import render
-from diagnose.render.common import attempt_rows, folded_attempts
 from diagnose.render.markdown import cell, inline
+from diagnose.render.timeline import attempt_rows, folded_attempts
 from tests.conftest import fixture, run_engine
 from tests.test_reports import CASES
 

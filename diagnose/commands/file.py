@@ -16,7 +16,7 @@ from diagnose.core.models import Diagnosis
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.library import engine_for, load_library
-from diagnose.render.common import terminal
+from diagnose.render.terminal import terminal
 
 Warn = Callable[[str], None]
 

@@ -15,22 +15,24 @@ from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     TIER_WORDS,
-    AttemptRow,
     action_lines,
     apply_commands,
-    attempt_rows,
-    bars,
-    duration,
     evidence_groups,
-    folded_attempts,
     patch_lines,
     places,
     seen,
-    span,
     summary,
-    utc,
     when,
     where,
+)
+from diagnose.render.timeline import (
+    AttemptRow,
+    attempt_rows,
+    bars,
+    duration,
+    folded_attempts,
+    span,
+    utc,
 )
 
 _ALWAYS = re.compile(r"([\\`*\[\]<>~])")

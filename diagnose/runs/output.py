@@ -11,7 +11,7 @@ from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.models import Diagnosis, Severity
 from diagnose.core.redact import redact
 from diagnose.render import render
-from diagnose.render.common import terminal
+from diagnose.render.terminal import terminal
 
 
 def _terminal_width() -> int | None:
