@@ -21,7 +21,7 @@ from diagnose.core.timeline import MAX_ATTEMPTS, TimelineTracker
 from diagnose.render import render
 from diagnose.render.markdown import cell, inline
 from diagnose.render.timeline import attempt_rows, folded_attempts
-from tests.conftest import fixture, run_engine
+from tests.conftest import fixture, run_engine, run_text
 from tests.test_reports import CASES
 
 GFM = MarkdownIt("commonmark").enable("table")
@@ -254,3 +254,22 @@ def test_html_of_a_healthy_start_paints_no_stop(tmp_path: Path) -> None:
     document = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     assert "Diagnosis: no failure found" in document
     assert 'class="bar ready"' in document and 'class="bar stopped"' not in document
+
+
+def test_log_text_stays_text_in_html() -> None:
+    """Markup in a log line is shown, never run or fetched: escaped like every other report."""
+    log = "\n".join(
+        [
+            "[2026-03-01 11:53:30] server_args=ServerArgs(tp_size=1, mem_fraction_static=0.88)",
+            "[2026-03-01 11:53:32 TP0] Capture cuda graph failed: CUDA out of memory. "
+            '<script>alert(1)</script><img src="http://evil/x.png"> \x1b]0;title\x07',
+            "",
+        ]
+    )
+    diagnosis = redact(run_text(log, "hostile.log"))
+    assert diagnosis.primary is not None, "the hostile line must reach the report"
+    page = render(diagnosis, "html")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script" not in page and "<img" not in page
+    assert "\x1b" not in page and "\x07" not in page
+    assert "default-src 'none'" in page, "the page may fetch nothing at all"
