@@ -10,6 +10,7 @@ Mermaid gantt chart, which both render, with a table of the same facts beside it
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
@@ -124,9 +125,8 @@ def _mermaid_text(text: str, limit: int = 110) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
-def _mermaid_time(stamp: object) -> str:
-    assert stamp is not None
-    return utc(stamp).strftime(_MERMAID_TIME)[:-3]  # type: ignore[arg-type]
+def _mermaid_time(stamp: datetime) -> str:
+    return utc(stamp).strftime(_MERMAID_TIME)[:-3]  # milliseconds
 
 
 def mermaid_gantt(diagnosis: Diagnosis, rows: list[AttemptRow]) -> str | None:
@@ -176,22 +176,24 @@ _NUMBER = re.compile(r"\d+")
 def _key_lines(diagnosis: Diagnosis) -> list[str]:
     """Each finding's distinct lines in time order, by the finding's title; lines that differ
     only in their numbers (a restart counter) are one row with a count."""
-    groups: dict[tuple[str, str], list[Evidence]] = {}
+    groups: dict[tuple[str, str], tuple[datetime, Finding, Evidence, int]] = {}
     for finding in diagnosis.findings:
         for item in finding.evidence:
-            if item.timestamp is not None:
-                shape = _NUMBER.sub("0", item.message or item.text)
-                groups.setdefault((finding.id, shape), []).append(item)
-    rows = [
-        (utc(group[0].timestamp), diagnosis.finding(key[0]), group[0], len(group))  # type: ignore[arg-type]
-        for key, group in groups.items()
-    ]
+            if item.timestamp is None:
+                continue
+            key = (finding.id, _NUMBER.sub("0", item.message or item.text))
+            if key in groups:
+                at, _, first, count = groups[key]
+                groups[key] = (at, finding, first, count + 1)
+            else:
+                groups[key] = (utc(item.timestamp), finding, item, 1)
+    rows = list(groups.values())
     rows.sort(key=lambda row: row[0])
     if not rows:
         return []
     out = ["| first seen (UTC) | times | finding | line |", "|---|---|---|---|"]
     out += [
-        f"| {when(at)} | {count} | {cell(finding.title if finding else '-')} "
+        f"| {when(at)} | {count} | {cell(finding.title)} "
         f"| {cell((first.message or first.text)[:160])} |"
         for at, finding, first, count in rows[:40]
     ]
