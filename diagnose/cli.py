@@ -97,8 +97,8 @@ PatchOnlyOption = Annotated[
     typer.Option(
         "--patch-only",
         help="Print only the root cause's systemd drop-in, no report (overrides --format), "
-        "ready for tee or systemctl edit --stdin. Example: --patch-only | sudo tee "
-        "/etc/systemd/system/UNIT.d/50-diagnose.conf",
+        "ready for tee or systemctl edit --stdin (systemd 256+). Example: --patch-only | "
+        "sudo systemctl edit --stdin --drop-in=50-diagnose UNIT",
     ),
 ]
 OUTPUT_EPILOG = (

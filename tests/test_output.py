@@ -213,7 +213,7 @@ def test_help_documents_every_output_option_with_an_example() -> None:
         assert needle in text, needle
     assert "Example: -f markdown -o postmortem.md" in text
     assert "- is stdout" in text
-    assert "--patch-only | sudo tee" in text
+    assert "--patch-only | sudo systemctl edit --stdin --drop-in=50-diagnose UNIT" in text
 
 
 def test_the_readme_shows_the_report_it_describes() -> None:
