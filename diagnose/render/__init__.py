@@ -3,23 +3,22 @@ postmortems, and the bare drop-in (``--patch-only``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from diagnose.core.models import Diagnosis
-from diagnose.render.common import render_patch_only
-from diagnose.render.html import render_html
-from diagnose.render.json import render_json
-from diagnose.render.markdown import render_markdown
-from diagnose.render.text import render_text
 
-RENDERERS: dict[str, Callable[..., str]] = {
-    "text": render_text,
-    "json": render_json,
-    "markdown": render_markdown,
-    "html": render_html,
-    "dropin": render_patch_only,
+RENDERERS: dict[str, str] = {
+    "text": "diagnose.render.text:render_text",
+    "json": "diagnose.render.json:render_json",
+    "markdown": "diagnose.render.markdown:render_markdown",
+    "html": "diagnose.render.html:render_html",
+    "dropin": "diagnose.render.common:render_patch_only",
 }
+"""Format name to ``module:function``, imported when used: a JSON report never loads rich."""
 
 
 def render(diagnosis: Diagnosis, fmt: str, **options: object) -> str:
-    return RENDERERS[fmt](diagnosis, **options)
+    module, _, function = RENDERERS[fmt].partition(":")
+    renderer = getattr(importlib.import_module(module), function)
+    text: str = renderer(diagnosis, **options)
+    return text
