@@ -1,7 +1,7 @@
 """Benchmark `diagnose journal --file` against `journalctl --file ... -u UNIT -o cat`.
 
-    python benchmarks/journal.py                    # a 1-million-entry journal
-    python benchmarks/journal.py --entries 200000   # quicker
+    .venv/bin/python benchmarks/journal.py                    # a 1-million-entry journal
+    .venv/bin/python benchmarks/journal.py --entries 200000   # quicker
 
 Writes (once, cached) a real journal file: the realistic SGLang log of `generate_log.py`
 (a long-running TP4 unit, mostly periodic lines, a failure and a restart loop at the end),

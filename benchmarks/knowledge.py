@@ -1,6 +1,6 @@
 """What the known-issue tier costs a diagnosis.
 
-    python benchmarks/knowledge.py
+    .venv/bin/python benchmarks/knowledge.py
 
 Times, in one process (best of N, after a warm-up import), three small incidents read as
 `diagnose file` reads them:
@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import benchmarks  # noqa: F401  (stops with one line outside the project's environment)
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.knowledge import issue_base

@@ -1,7 +1,7 @@
 """Benchmark `diagnose file` against `grep -c -E -f` over the library's own patterns.
 
-    python benchmarks/run.py                  # 100M and 1G logs
-    python benchmarks/run.py --sizes 100M     # quicker
+    .venv/bin/python benchmarks/run.py                  # 100M and 1G logs
+    .venv/bin/python benchmarks/run.py --sizes 100M     # quicker
 
 For each size it writes (once, cached) a deterministic realistic SGLang journal export with
 `generate_log.py`, then times, on the same file in the same run:

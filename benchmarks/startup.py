@@ -20,6 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import benchmarks  # noqa: F401  (stops with one line outside the project's environment)
+
 REPO = Path(__file__).resolve().parent.parent
 INCIDENT = REPO / "fixtures" / "incidents" / "qwen-122b-crashloop.journal.txt"
 DIAGNOSE = [sys.executable, "-m", "diagnose"]

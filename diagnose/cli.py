@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from diagnose import __version__
 from diagnose.core.errors import ExitCode, UserError
 from diagnose.runs.defaults import POSTMORTEM_DIR, SIGNATURE_DRAFTS_DIR, ListFormat
+
+if TYPE_CHECKING:
+    from diagnose.core.models import Diagnosis
 
 # Command modules are imported inside the commands that use them: `--help`, `--version` and
 # a JSON report load only what they need (start-up is the speed users feel most).
@@ -43,6 +47,7 @@ class Format(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 class FailOn(str, Enum):
@@ -56,10 +61,39 @@ SignatureDirs = Annotated[
     list[Path] | None,
     typer.Option("--signatures", help="Extra signature directory (repeatable); same ids override."),
 ]
-FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Report format.")]
-OutputOption = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the report to this file (atomically).")
+FormatOption = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        "-f",
+        help="text (for a terminal), json (the contract, docs/contract.md), markdown or html "
+        "(a postmortem with a timeline; html is one self-contained file). "
+        "Example: -f markdown -o postmortem.md",
+    ),
 ]
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to this file, atomically (- is stdout). Example: -o report.json",
+    ),
+]
+PatchOnlyOption = Annotated[
+    bool,
+    typer.Option(
+        "--patch-only",
+        help="Print only the root cause's systemd drop-in, no report (overrides --format), "
+        "ready for tee or systemctl edit --stdin (systemd 256+). Example: --patch-only | "
+        "sudo systemctl edit --stdin --drop-in=zz-diagnose UNIT",
+    ),
+]
+OUTPUT_EPILOG = (
+    "Output: colour only on a terminal; NO_COLOR=1 turns it off, FORCE_COLOR=1 forces it, "
+    "TERM=dumb means no colour and no progress bar; COLUMNS sets the width (the drop-in and "
+    "the commands to run are never wrapped). Exit codes: 0 no failure found, 1 findings, "
+    "2 user error, 3 internal error."
+)
 FailOnOption = Annotated[FailOn, typer.Option(help="Lowest severity that makes the exit code 1.")]
 HangAfterOption = Annotated[
     str | None,
@@ -87,6 +121,20 @@ BootOption = Annotated[
 
 def _warn(message: str) -> None:
     typer.echo(f"diagnose: warning: {message}", err=True)
+
+
+def _emit(
+    diagnosis: Diagnosis, fmt: Format, output: Path | None, no_redact: bool, patch_only: bool
+) -> None:
+    """The report, or with ``--patch-only`` the bare drop-in; when there is none, nothing is
+    printed or written, and stderr says why."""
+    from diagnose.render.common import no_dropin_reason, primary_dropin
+    from diagnose.runs import output as report
+
+    if patch_only and primary_dropin(diagnosis) is None:
+        _warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
+        return
+    report.emit(diagnosis, "dropin" if patch_only else fmt.value, output, no_redact)
 
 
 def _duration(value: str | None, option: str) -> float | None:
@@ -135,7 +183,12 @@ def _main(
     _debug = debug
 
 
-@app.command("file")
+@app.command(
+    "file",
+    epilog="Examples: diagnose file server.log · journalctl -u sglang -o short-iso | diagnose "
+    "file · diagnose file server.log -f html -o postmortem.html · diagnose file server.log "
+    "--patch-only. " + OUTPUT_EPILOG,
+)
 def file_command(
     paths: Annotated[
         list[str] | None, typer.Argument(help="Log files (plain or gzip); - for stdin.")
@@ -147,6 +200,7 @@ def file_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
     from diagnose.commands.file import diagnose_files
@@ -159,11 +213,17 @@ def file_command(
         _warn,
         engine_version=_engine_version(engine_version),
     )
-    report.emit(diagnosis, fmt.value, output, no_redact)
+    _emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
 
 
-@app.command("journal")
+@app.command(
+    "journal",
+    epilog="Examples: diagnose journal -u sglang.service · diagnose journal -u sglang.service "
+    "--patch-only | sudo systemctl edit --stdin --drop-in=zz-diagnose sglang.service (systemd "
+    "256 and later) · diagnose journal -u sglang.service -f markdown -o postmortem.md. "
+    + OUTPUT_EPILOG,
+)
 def journal_command(
     unit: Annotated[str, typer.Option("--unit", "-u", help="The unit, as journalctl -u takes it.")],
     user: Annotated[
@@ -210,6 +270,7 @@ def journal_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -239,7 +300,7 @@ def journal_command(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
     )
     typer.echo(f"diagnose: {result.scope.describe()}", err=True)
-    report.emit(result.diagnosis, fmt.value, output, no_redact)
+    _emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if apply:
         applied = apply_dropin(result, root, into_override)
         for line in fixes_commands.describe(applied, result.diagnosis.unit or unit):
@@ -247,7 +308,12 @@ def journal_command(
     raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
 
 
-@app.command("watch")
+@app.command(
+    "watch",
+    epilog="Examples: diagnose watch /var/log/sglang.log · journalctl -fu sglang -o short-iso "
+    "| diagnose watch - · diagnose watch -u sglang.service --exit-on-finding -f json. Times "
+    "are shown in UTC (09:14:07Z); silence is measured from when lines arrive. " + OUTPUT_EPILOG,
+)
 def watch_command(
     path: Annotated[
         str | None, typer.Argument(help="A growing log file, or - for a pipe (journalctl -f).")
@@ -267,9 +333,11 @@ def watch_command(
     fail_on: FailOnOption = FailOn.error,
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Follow a start live: phases as they pass, findings the moment they fire."""
     from diagnose.commands.watch import run_watch
+    from diagnose.render.terminal import terminal
     from diagnose.runs import output as report
 
     diagnosis = run_watch(
@@ -279,10 +347,10 @@ def watch_command(
         _duration(hang_after, "--hang-after"),
         _duration(poll, "--poll") or 1.0,
         exit_on_finding,
-        interactive=sys.stderr.isatty() and output is None,
+        interactive=terminal(os.environ, sys.stderr.isatty()).live and output is None,
         echo=lambda line: typer.echo(line, err=True),
     )
-    report.emit(diagnosis, fmt.value, output, no_redact)
+    _emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
 
 
@@ -415,7 +483,10 @@ def postmortems_list(
         Path, typer.Option("--dir", help="Where the reports are.")
     ] = POSTMORTEM_DIR,
     fmt: Annotated[
-        ListFormat, typer.Option("--format", "-f", help="Output format.")
+        ListFormat,
+        typer.Option(
+            "--format", "-f", help="text (two lines each) or json (a list). Example: -f json"
+        ),
     ] = ListFormat.text,
 ) -> None:
     """The postmortems written, newest first: unit, time, and the root cause found."""
@@ -442,7 +513,10 @@ def verify_command(
     journal_dir: JournalDirOption = None,
     boot: BootOption = None,
     fmt: Annotated[
-        ListFormat, typer.Option("--format", "-f", help="Output format.")
+        ListFormat,
+        typer.Option(
+            "--format", "-f", help="text (a verdict) or json (the contract). Example: -f json"
+        ),
     ] = ListFormat.text,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
@@ -462,7 +536,11 @@ def verify_command(
     raise typer.Exit(verify_commands.exit_code(verification))
 
 
-@app.command("preflight")
+@app.command(
+    "preflight",
+    epilog="Examples: diagnose preflight -u sglang.service · diagnose preflight -- python -m "
+    "sglang.launch_server --model-path M --tp 8. " + OUTPUT_EPILOG,
+)
 def preflight_command(
     command: Annotated[
         list[str] | None,
@@ -495,6 +573,7 @@ def preflight_command(
             "interpreter does not say which is installed.",
         ),
     ] = None,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Check a launch configuration before the start, against the signature library.
 
@@ -513,7 +592,7 @@ def preflight_command(
         engine_version=_engine_version(engine_version),
     )
     result = run_preflight(options, signature_dirs or [], _warn)
-    report.emit(result.diagnosis, fmt.value, output, no_redact)
+    _emit(result.diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
 
 

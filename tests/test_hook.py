@@ -191,7 +191,8 @@ def test_postmortem_write_and_list_on_a_real_journal(tmp_path: Path) -> None:
     assert primary["signature"] == "sglang-spec-v2-required"
     assert report["unit"] == "sglang-qwen.service" and report["attempts"] == 5
     markdown = (out / f"{stem}.md").read_text()
-    assert markdown.startswith("# Postmortem: MTP on a hybrid \\(Mamba/GDN\\) model needs spec v2")
+    assert markdown.startswith("# Postmortem: MTP on a hybrid (Mamba/GDN) model needs spec v2")
+    assert "```mermaid\ngantt\n" in markdown and "section Attempt 5" in markdown
 
     # a second, older report of another unit: newest first
     older = out / "vllm@a-b.service-20260101T000000Z.json"

@@ -149,9 +149,10 @@ def test_dropin_in_json_is_what_the_text_report_shows() -> None:
     data = json.loads(report(diagnosis, "json"))
     dropin = data["findings"][0]["patch"]["dropin"]
     assert dropin
-    text = report(diagnosis, "text")
-    panel = [line.strip().strip("│").strip() for line in text.splitlines() if line.startswith("│")]
-    assert panel == dropin.rstrip("\n").splitlines()
+    lines = report(diagnosis, "text").splitlines()
+    block = dropin.rstrip("\n").splitlines()
+    start = lines.index(block[0])
+    assert lines[start : start + len(block)] == block, "the drop-in as plain lines, unboxed"
     markdown = report(diagnosis, "markdown")
     assert f"```ini\n{dropin.rstrip()}\n```" in markdown
 
@@ -248,4 +249,4 @@ def test_markdown_inline_text_is_escaped() -> None:
     for row in timeline:
         assert "[bold red]" not in row
         assert "\\[bold red\\]" in row or "bold red" not in row
-        assert row.count("|") - row.count("\\|") == 4, "log text cannot add table columns"
+        assert row.count("|") - row.count("\\|") == 5, "log text cannot add table columns"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.commands.watch import GpuPoller, Watcher, watch
+from diagnose.commands.watch import ArrivalClock, GpuPoller, Watcher, watch
 from diagnose.core.engine import Engine
 from diagnose.inputs.follow import follow
 from diagnose.library import load_facts, load_library
@@ -185,3 +185,43 @@ def test_watch_shows_times_in_utc_and_says_so() -> None:
     berlin = timezone(timedelta(hours=1))
     assert clock_time(datetime(2026, 3, 2, 10, 14, 7, tzinfo=berlin)) == "09:14:07Z"
     assert clock_time(datetime(2026, 3, 2, 9, 14, 7, tzinfo=timezone.utc)) == "09:14:07Z"
+
+
+@pytest.mark.parametrize("hours", [-10, 9, 5.5])
+def test_a_log_stamped_in_another_zone_stalls_after_the_real_silence(
+    tmp_path: Path, hours: float
+) -> None:
+    """The server writes its local time in another zone (ten hours "old" the moment it is
+    written, or hours in the future): silence is measured from when the lines arrived, so
+    the stall is reported after the real five minutes, not at once or never."""
+    written_as = START + timedelta(hours=hours)
+    log = GrowingLog(tmp_path / "sglang.log", _init_lines(written_as))
+    reported, _ = _run(log, until=timedelta(minutes=15))
+    assert [name for name, _ in reported] == ["sglang-dist-init-stall"]
+    _, at = reported[0]
+    threshold = START + timedelta(seconds=HANG_AFTER)
+    assert threshold <= at <= threshold + timedelta(seconds=POLL)
+
+
+def test_progress_in_another_zone_is_no_stall(tmp_path: Path) -> None:
+    zone = timedelta(hours=-10)
+    later = START + timedelta(seconds=90)
+    script = [
+        *_init_lines(START + zone),
+        (90, _line(later + zone, "TP0", "Init torch distributed ends. elapsed=90.12 s")),
+        (90, _line(later + zone, "TP0", "Load weight begin. avail mem=139.20 GB")),
+    ]
+    log = GrowingLog(tmp_path / "sglang.log", script)
+    reported, diagnosis = _run(log, until=timedelta(minutes=4))
+    assert reported == []
+    assert diagnosis.primary is None
+
+
+def test_arrival_clock_is_monotonic_whatever_the_wall_clock_does() -> None:
+    """The wall clock is read once; after that only the monotonic clock counts (an NTP step
+    back by an hour is no hour of silence, nor negative silence)."""
+    walls = iter([START, START - timedelta(hours=1)])
+    ticks = iter([100.0, 110.0, 125.0])
+    clock = ArrivalClock(wall=lambda: next(walls), monotonic=lambda: next(ticks))
+    assert clock() == START + timedelta(seconds=10)
+    assert clock() == START + timedelta(seconds=25)

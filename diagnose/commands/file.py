@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from diagnose.core.split import UnitSplitter
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.library import engine_for, load_library
+from diagnose.render.terminal import terminal
 
 Warn = Callable[[str], None]
 
@@ -75,10 +77,12 @@ def _plain_size(log: LogInput) -> int | None:
 
 @contextlib.contextmanager
 def _progress_bar(logs: list[LogInput]) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar on a terminal for large inputs (bytes read and rate), else nothing."""
+    """A rich progress bar on a terminal for large inputs (bytes read and rate), else nothing
+    (a pipe, a file, ``TERM=dumb``)."""
     sizes = [_plain_size(log) for log in logs]
     known = sum(size for size in sizes if size)
-    if not sys.stderr.isatty() or (known < PROGRESS_FROM_BYTES and None not in sizes):
+    small = known < PROGRESS_FROM_BYTES and None not in sizes
+    if small or not terminal(os.environ, sys.stderr.isatty()).live:
         yield None
         return
     from rich.console import Console  # only here: a report without a bar never loads rich

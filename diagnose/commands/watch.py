@@ -1,12 +1,15 @@
 """``diagnose watch``: follow a start as it happens and report a finding the moment it fires.
 
 Hangs are judged against the clock: a startup step followed by silence is reported when the
-silence passes the threshold, not when the user gives up. The clock and the sleep are
-parameters, so tests drive time themselves.
+silence passes the threshold, not when the user gives up. Silence is measured by when lines
+*arrive* (a monotonic clock), never by a line's own timestamp, which may be in another zone,
+from a skewed clock, or missing; the times shown are those arrival times, in UTC. The clock
+and the sleep are parameters, so tests drive time themselves.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -33,7 +36,21 @@ def system_clock() -> datetime:
     return datetime.now(tz=timezone.utc)
 
 
-_PLAUSIBLE_SKEW = timedelta(minutes=1)
+@dataclass
+class ArrivalClock:
+    """The UTC time a watch started plus the monotonic time since: when a line arrived,
+    unmoved by wall-clock steps (NTP, a clock set by hand)."""
+
+    wall: Clock = system_clock
+    monotonic: Callable[[], float] = time.monotonic
+    _started: tuple[datetime, float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._started = (self.wall(), self.monotonic())
+
+    def __call__(self) -> datetime:
+        wall, monotonic = self._started
+        return wall + timedelta(seconds=self.monotonic() - monotonic)
 
 
 @dataclass
@@ -48,7 +65,7 @@ class Watcher:
 
     engine: Engine
     name: str
-    clock: Clock = system_clock
+    clock: Clock = field(default_factory=ArrivalClock)
     lines: int = 0
     phase: str | None = None
     phase_since: datetime | None = None
@@ -61,16 +78,6 @@ class Watcher:
     def __post_init__(self) -> None:
         self._parser = LineParser(self.name, self.clock().year)
 
-    def _timestamp(self, record: Record, now: datetime) -> datetime:
-        """Journal JSON stamps are UTC; text stamps are this machine's local time. A stamp
-        that cannot be right (missing, or in the future) is replaced by the arrival time."""
-        stamp = record.ts
-        if stamp is not None and record.cursor is None:
-            stamp = stamp.replace(tzinfo=None).astimezone(timezone.utc)
-        if stamp is None or stamp > now + _PLAUSIBLE_SKEW:
-            return now
-        return stamp
-
     def feed(self, lines: Iterable[str]) -> list[PhaseChange]:
         now = self.clock()
         changes = []
@@ -79,7 +86,7 @@ class Watcher:
             record = self._parser.parse(self.lines, text)
             if record is None:
                 continue
-            record.ts = self._timestamp(record, now)
+            record.ts = now  # arrival time: the line's own stamp stays in its text
             record.seq = self.lines
             self.last_line = record.text
             self._first_ts = self._first_ts or record.ts

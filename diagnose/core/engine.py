@@ -59,6 +59,7 @@ from diagnose.core.signature import (
     SequenceMatch,
     Signature,
 )
+from diagnose.core.timeline import TimelineTracker
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import death_notices, profiles
@@ -178,6 +179,7 @@ class Engine:
         self._records_seen = False
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
+        self.attempt_history = TimelineTracker()
         self._attempts = AttemptCounter()
         self._phases: dict[str | None, list[tuple[int, str]]] = {}
         """Per rank (None: any rank), the seq at which each startup phase began."""
@@ -280,6 +282,9 @@ class Engine:
         if self._attempts.begins_attempt(record, banner):
             self._new_attempt(record.ts, record.seq)
         attempt = self._attempt_of(record.seq)
+        self.attempt_history.observe(
+            len(self._attempt_starts), record.ts, record.origin == "systemd", record.text, phase
+        )
         if record.origin == "systemd":
             if record.text.startswith("Stopping ") and attempt not in self._stops:
                 self._stops[attempt] = (record.ts, record.seq)
@@ -613,6 +618,7 @@ class Engine:
                 for rank, at in sorted(self._rank_last.get(attempt, {}).items())
             ],
             stalled_for_s=stalled,
+            attempts=self.attempt_history.attempts(),
         )
 
     def _rank_phase(self, rank: str, attempt: int) -> str | None:

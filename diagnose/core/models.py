@@ -1,7 +1,8 @@
 """The report schema: what a diagnosis is, as the JSON contract fixes it.
 
 Keys and meanings follow ``contract.md`` (schema_version 1). Extensions (``count``,
-``attempts``, ``hypotheses``, ``alternatives``, ``phase``, ``references``) are additive.
+``attempts``, ``hypotheses``, ``alternatives``, ``phase``, ``references``, ``timeline``) are
+additive.
 """
 
 from __future__ import annotations
@@ -189,6 +190,25 @@ class InputSummary(_Frozen):
     last_ts: Timestamp | None = None
 
 
+class PhaseSpan(_Frozen):
+    """A startup phase a start attempt reached, and when it began."""
+
+    phase: str
+    started_at: Timestamp | None = None
+
+
+class AttemptTimeline(_Frozen):
+    """One start attempt: when it began and stopped, and the phases it passed through (the
+    last one is where it stopped)."""
+
+    number: int = Field(description="1 for the first start attempt in the input.")
+    started_at: Timestamp | None = None
+    ended_at: Timestamp | None = Field(
+        default=None, description="Its last line (systemd's restart wait not counted)."
+    )
+    phases: list[PhaseSpan] = Field(default_factory=list)
+
+
 class ToolInfo(_Frozen):
     name: str = "diagnose"
     version: str = __version__
@@ -243,6 +263,10 @@ class Timeline(_Frozen):
         default=None,
         description="How long the engine was silent before it was stopped or observed, when "
         "the primary finding is that silence.",
+    )
+    attempts: list[AttemptTimeline] = Field(
+        default_factory=list,
+        description="Every start attempt with its phases and times: the first and the last 19.",
     )
 
 

@@ -1,4 +1,5 @@
-"""Renderers: a diagnosis as text for people, JSON for machines, Markdown for postmortems."""
+"""Renderers: a diagnosis as text for people, JSON for machines, Markdown and HTML for
+postmortems, and the bare drop-in (``--patch-only``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ RENDERERS: dict[str, str] = {
     "text": "diagnose.render.text:render_text",
     "json": "diagnose.render.json:render_json",
     "markdown": "diagnose.render.markdown:render_markdown",
+    "html": "diagnose.render.html:render_html",
+    "dropin": "diagnose.render.common:render_patch_only",
 }
 """Format name to ``module:function``, imported when used: a JSON report never loads rich."""
 

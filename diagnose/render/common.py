@@ -95,3 +95,56 @@ def action_lines(finding: Finding) -> list[str]:
         )
     lines += [f"on the host: {action}" for action in finding.system_actions]
     return lines
+
+
+def primary_dropin(diagnosis: Diagnosis) -> str | None:
+    """The primary finding's drop-in text (what ``--patch-only`` prints), or None."""
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None or primary.patch is None or not primary.patch.dropin:
+        return None
+    return primary.patch.dropin.rstrip("\n") + "\n"
+
+
+def no_dropin_reason(diagnosis: Diagnosis) -> str:
+    """Why ``--patch-only`` has nothing to print, in words that say what to do instead."""
+    primary = diagnosis.finding(diagnosis.primary)
+    if primary is None:
+        return "no failure found"
+    if primary.patch is None:
+        return primary.patch_note or "no configuration change fixes this failure"
+    return (
+        "the unit is not known, so the changes cannot be a drop-in; "
+        "run without --patch-only to see them, or use diagnose journal -u UNIT"
+    )
+
+
+def render_patch_only(diagnosis: Diagnosis, **_: object) -> str:
+    """``--patch-only``: the primary finding's drop-in and nothing else, ready for
+    ``systemctl edit --stdin UNIT`` or ``tee``; empty when there is none."""
+    return primary_dropin(diagnosis) or ""
+
+
+def apply_commands(unit: str | None) -> list[str]:
+    """The commands that make systemd use a drop-in once it is written."""
+    if not unit:
+        return []
+    return ["systemctl daemon-reload", f"systemctl restart {unit}"]
+
+
+def evidence_groups(evidence: list[Evidence]) -> list[list[Evidence]]:
+    """The evidence with the same line (other ranks, other attempts) grouped, in order."""
+    groups: dict[str, list[Evidence]] = {}
+    for item in evidence:
+        groups.setdefault(item.message or item.text, []).append(item)
+    return list(groups.values())
+
+
+def places(evidence: list[Evidence]) -> str:
+    """Where repeats of a line are: line numbers in a file, times in the journal."""
+
+    def place(e: Evidence) -> str:
+        at = str(e.line) if e.line is not None else when(e.timestamp)
+        return f"{at} [{e.rank}]" if e.rank else at
+
+    lines = all(e.line is not None for e in evidence)
+    return ("lines " if lines else "") + ", ".join(place(e) for e in evidence)

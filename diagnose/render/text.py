@@ -1,22 +1,29 @@
-"""The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup."""
+"""The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup.
+
+What a reader copies (the drop-in, the commands to run, the next checks and links) is printed
+as plain lines, never boxed, wrapped or cut, whatever the width: a terminal folds a long line
+for display but copies it whole. The drop-in and the commands stand at the left margin.
+"""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.padding import Padding
-from rich.panel import Panel
 from rich.rule import Rule
 from rich.text import Text
 
-from diagnose.core.models import Diagnosis, Evidence, Finding, Role
+from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
     TIER_WORDS,
     action_lines,
+    apply_commands,
+    evidence_groups,
     patch_lines,
+    places,
     seen,
     summary,
     versions,
@@ -27,19 +34,12 @@ from diagnose.render.common import (
 _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
 
 
+class Verbatim(Text):
+    """A line to copy: printed whole (no wrap, no crop) at the left margin."""
+
+
 def _heading(text: str) -> Text:
     return Text(text, style="bold")
-
-
-def _places(evidence: list[Evidence]) -> str:
-    """Where repeats of a line are: line numbers in a file, times in the journal."""
-
-    def place(e: Evidence) -> str:
-        at = str(e.line) if e.line is not None else when(e.timestamp)
-        return f"{at} [{e.rank}]" if e.rank else at
-
-    lines = all(e.line is not None for e in evidence)
-    return ("lines " if lines else "") + ", ".join(place(e) for e in evidence)
 
 
 def _shorten(text: str, limit: int = 300) -> str:
@@ -50,7 +50,7 @@ def _indent(renderable: RenderableType, by: int = 2) -> Padding:
     return Padding(renderable, (0, 0, 0, by), expand=False)
 
 
-def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableType:
+def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[RenderableType]:
     head = Text()
     head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
@@ -76,14 +76,12 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     if versions(finding):
         parts.append(Text(versions(finding), style="dim"))
     if not full:
-        return Group(*parts)
+        return parts
     parts += [Text(""), Text(finding.explanation)]
     parts += [Text(""), _heading("Evidence")]
-    repeats: dict[str, list[Evidence]] = {}
-    for evidence in finding.evidence:  # the same line again (other attempts): said once
-        repeats.setdefault(evidence.message or evidence.text, []).append(evidence)
-    for message, group in repeats.items():
+    for group in evidence_groups(finding.evidence):  # the same line again: said once
         first = group[0]
+        message = first.message or first.text
         line = Text()
         line.append(f"{where(first)}", style="cyan")
         line.append(f"  {when(first.timestamp)}  ", style="dim")
@@ -91,7 +89,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
             line.append(f"[{first.rank}] ", style="magenta")
         line.append(_shorten(message))
         if len(group) > 1:
-            line.append(f"  (again at {_places(group[1:])})", style="dim")
+            line.append(f"  (again at {places(group[1:])})", style="dim")
         parts.append(_indent(line))
     if finding.templates:
         parts += [Text(""), _heading("Unexplained error lines, most frequent first")]
@@ -115,9 +113,21 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
             note = finding.patch_note or "No configuration change fixes this."
             parts.append(_indent(Text(note)))
     elif finding.patch.dropin:
-        parts.append(
-            Panel(Text(finding.patch.dropin.rstrip("\n")), expand=False, border_style="green")
-        )
+        parts += [
+            Verbatim(line, style="green") for line in finding.patch.dropin.rstrip("\n").split("\n")
+        ]
+        commands = apply_commands(diagnosis.unit)
+        if commands:
+            parts.append(
+                _indent(
+                    Text(
+                        "Save it as the file its first line names (--patch-only prints just "
+                        "the drop-in), then run:",
+                        style="dim",
+                    )
+                )
+            )
+            parts += [Verbatim(command, style="bold") for command in commands]
     else:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
     if finding.patch is not None and finding.patch_note:
@@ -126,11 +136,17 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
         parts.append(_indent(Text(f"or: {alternative}")))
     if finding.next_checks:
         parts += [Text(""), _heading("Next checks")]
-        parts += [_indent(Text(f"- {check}")) for check in finding.next_checks]
+        # commands in them are copied: one line each, left to the terminal to fold
+        parts += [Verbatim(f"  - {check}") for check in finding.next_checks]
     if finding.references:
         parts += [Text(""), _heading("References")]
-        parts += [_indent(Text(reference, style="dim")) for reference in finding.references]
-    return Group(*parts)
+        parts += [Verbatim(f"  {reference}", style="dim") for reference in finding.references]
+    return parts
+
+
+def _print(console: Console, parts: list[RenderableType]) -> None:
+    for part in parts:
+        console.print(part, soft_wrap=isinstance(part, Verbatim))
 
 
 def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
@@ -152,7 +168,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         )
     else:
         console.print(Rule(style="red"))
-        console.print(_finding(primary, diagnosis, full=True))
+        _print(console, _finding(primary, diagnosis, full=True))
     others = [f for f in diagnosis.findings if f is not primary]
     for role, label in (
         (Role.ROOT_CAUSE, "Other failures"),
@@ -164,9 +180,8 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
             continue
         console.print(Rule(label, style="dim"))
         for finding in group:
-            console.print(
-                Padding(_finding(finding, diagnosis, full=role is not Role.SYMPTOM), (0, 0, 1, 0))
-            )
+            _print(console, _finding(finding, diagnosis, full=role is not Role.SYMPTOM))
+            console.print()
     if diagnosis.notes:
         console.print(Rule("Notes", style="dim"))
         for note in diagnosis.notes:

@@ -11,6 +11,14 @@ from diagnose.core.errors import ExitCode, UserError
 from diagnose.core.models import Diagnosis, Severity
 from diagnose.core.redact import redact
 from diagnose.render import render
+from diagnose.render.terminal import terminal
+
+
+def _terminal_width() -> int | None:
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return None
 
 
 def write_report(path: Path, text: str) -> None:
@@ -26,9 +34,8 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
     """Render the diagnosis (redacted unless asked not to) to stdout or ``output``."""
     if not no_redact:
         diagnosis = redact(diagnosis)
-    to_terminal = output is None and sys.stdout.isatty()
-    width = os.get_terminal_size().columns if to_terminal else 100
-    text = render(diagnosis, fmt, width=width, color=to_terminal)
+    style = terminal(os.environ, output is None and sys.stdout.isatty(), _terminal_width())
+    text = render(diagnosis, fmt, width=style.width, color=style.color and output is None)
     if output is None:
         sys.stdout.write(text)
     else:
