@@ -15,6 +15,7 @@ from pydantic_core import ErrorDetails
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import Architectures, Pattern, Relations, Signature
+from diagnose.knowledge.source_tier import EngineSourceExplainer
 from diagnose.knowledge.tiers import KnownIssueExplainer
 
 EXCLUDE_THREADS_VARIABLE = "DIAGNOSE_EXCLUDE_THREADS"
@@ -182,6 +183,6 @@ def engine_for(
         signatures,
         facts=load_facts(),
         hang_after=hang_after,
-        explainers=[KnownIssueExplainer(threads)] if knowledge else [],
+        explainers=[KnownIssueExplainer(threads), EngineSourceExplainer()] if knowledge else [],
         engine_version=engine_version,
     )

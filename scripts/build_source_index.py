@@ -35,7 +35,9 @@ def main() -> int:
         path.write_bytes(data)
         print(f"{path}: {len(data)} bytes")
     if stale:
-        print(f"out of date: {', '.join(stale)}; run scripts/build_source_index.py", file=sys.stderr)
+        print(
+            f"out of date: {', '.join(stale)}; run scripts/build_source_index.py", file=sys.stderr
+        )
         return 1
     return 0
 

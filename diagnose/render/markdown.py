@@ -7,11 +7,11 @@ import re
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
-    TIER_WORDS,
     action_lines,
     patch_lines,
     seen,
     summary,
+    tier_words,
     when,
     where,
 )
@@ -66,8 +66,9 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
         facts.append(f"**Applies to:** {inline(finding.applies_to)}")
     if finding.fixed_in:
         facts.append(f"**Fixed in:** {inline(finding.fixed_in)}")
-    if finding.tier in TIER_WORDS:
-        facts.append(f"**Source:** {TIER_WORDS[finding.tier]}")
+    source = tier_words(finding)
+    if source:
+        facts.append(f"**Source:** {inline(source)}")
     out += [
         " · ".join(facts),
         "",
