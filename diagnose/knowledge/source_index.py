@@ -291,11 +291,12 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
             continue
         pattern = index.pattern(number, template.text)
         try:
-            found = (
-                pattern.fullmatch(whole, timeout=_MATCH_TIMEOUT_S)
-                if template.generic
-                else pattern.search(spaced, timeout=_MATCH_TIMEOUT_S)
-            )
+            if template.generic:
+                found = pattern.fullmatch(whole, timeout=_MATCH_TIMEOUT_S)
+            else:  # without its exception class first: a leading hole would take it in
+                found = pattern.search(whole, timeout=_MATCH_TIMEOUT_S) or pattern.search(
+                    spaced, timeout=_MATCH_TIMEOUT_S
+                )
         except TimeoutError:
             found = None
         if found is not None:

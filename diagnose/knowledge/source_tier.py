@@ -31,19 +31,20 @@ RULES_NAME = "engine-source-rules.yaml"
 OVERRIDES_NAME = "overrides.yaml"
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 _FLAG = r"--[a-z0-9][a-z0-9_.-]*[a-z0-9]"
-_VALUE = r"[^\s`'\",;)\]]+"
+_VALUE = r"[A-Za-z0-9_][^\s`'\",;)\]]*"
+_NOT_A_VALUE = r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead)\b)"
 _SET_FLAG = re.compile(
     r"\b(?P<verb>set|use|add|pass|specify|enable|try|lower|reduce|decrease|increase|raise)\s+"
     rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?)[`'\"]?"
-    rf"(?P<value>(?!-)(?!when\b|if\b|and\b|or\b|to\b|for\b|in\b|with\b){_VALUE}))?",
+    rf"{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
     re.IGNORECASE,
 )
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b")
 _SET_ENV = re.compile(
-    rf"(?:\b(?:set|export)\s+[`'\"]?)?\b(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{{2,}})"
-    rf"(?:\s*=\s*|\s+to\s+)[`'\"]?(?P<value>{_VALUE})"
+    r"\b(?:set|export|use|try|setting)\s+(?:the\s+)?(?:environment\s+variable\s+|env\s+var\s+)?"
+    rf"[`'\"]?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{{2,}})(?:(?:\s*=\s*|\s+to\s+)[`'\"]?"
+    rf"(?P<value>{_VALUE}))?"
 )
-_SET_ENV_VERB = re.compile(r"\b(?:set|export|setting)\s+[`'\"]?(?P<name>[A-Z][A-Z0-9_]+)\b")
 _BOOL_VALUES = {"0", "1", "true", "false", "True", "False"}
 _ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
 _ARGPARSE_AMBIGUOUS = re.compile(
@@ -462,9 +463,8 @@ def _bound_choice(name: str, value: str, table: mined.FlagTable, fix: DerivedFix
 def _env_settings(message: str) -> list[tuple[str, str | None]]:
     found: dict[str, str | None] = {}
     for setting in _SET_ENV.finditer(message):
-        found[setting.group("name")] = setting.group("value").rstrip(".")
-    for setting in _SET_ENV_VERB.finditer(message):
-        found.setdefault(setting.group("name"), None)
+        value = setting.group("value")
+        found[setting.group("name")] = value.rstrip(".") if value else None
     for name in _ENV_NAME.findall(message):
         found.setdefault(name, None)
     return list(found.items())
