@@ -182,6 +182,31 @@ def test_a_generic_template_matches_only_a_whole_message() -> None:
     assert match_message(index, "while loading the model: Bad value: 7") == []
 
 
+def test_a_message_cut_short_matches_the_start_of_its_template_only_from_its_beginning() -> None:
+    rows = [
+        {
+            "id": "demo-000000000002",
+            "text": "Loaded weights leave no room under --frac={frac}.\nRaise --frac above {low:float}.",
+            "exception": "ValueError",
+            "level": "error",
+            "kind": "raise",
+            "module": "demo.memory",
+            "function": "profile",
+            "startup": True,
+            "versions": ["1.0"],
+        }
+    ]
+    index = SourceIndex(build_index("demo", rows))
+    [hit] = match_message(index, "ValueError: Loaded weights leave no room under --frac=0.88.")
+    assert hit.cut_short and hit.values == {"frac": "0.88"}
+    [whole] = match_message(
+        index, "ValueError: Loaded weights leave no room under --frac=0.88. Raise --frac above 0.9."
+    )
+    assert not whole.cut_short and whole.values == {"frac": "0.88", "low": "0.9"}
+    assert match_message(index, "args: Loaded weights leave no room under --frac=0.88") == []
+    assert match_message(index, "Loaded weights leave no room under --frac=" + "x, " * 30) == []
+
+
 def test_wrappers_are_never_the_decisive_message() -> None:
     wrapper = "Scheduler hit an exception: Traceback (most recent call last):"
     judged = [builtin_knowledge().judge(h) for h in match_message(builtin_index("sglang"), wrapper)]

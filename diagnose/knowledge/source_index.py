@@ -39,6 +39,11 @@ MAGIC = b"diagnose-source-index 1\n"
 CHUNK_ROWS = 32
 GENERIC_FIXED_CHARS = 15
 """A template with fewer fixed characters is generic: it only matches a whole message."""
+HEAD_FIXED_CHARS = 24
+"""A message cut short (a multi-line message's first line, a truncated quote) may match the
+start of a template whose fixed text before the first hole is at least this long."""
+CUT_VALUE_CHARS = 40
+"""In a message cut short, the longest value a hole may take."""
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _ERROR_LEVELS = frozenset({"error", "critical"})
 _HOLE_PATTERNS = {"int": r"-?\d+", "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"}
@@ -96,12 +101,20 @@ def fixed_runs(template: str) -> list[str]:
     return runs
 
 
-def _bounded_words(template: str) -> set[str]:
+def _head(template: str) -> str | None:
+    """The fixed text before the first hole, when it is long enough to stand for the template
+    in a message cut short."""
+    runs = fixed_runs(template)
+    head = " ".join(runs[0].split())
+    return head if len(runs) > 1 and len(head) >= HEAD_FIXED_CHARS else None
+
+
+def _bounded_words(template: str, head_only: bool = False) -> set[str]:
     """Words of the fixed text that a message holds whole whatever fills the holes: a word at
     the edge of a run may be glued to a hole's value."""
     runs = fixed_runs(template)
     found = set()
-    for index, run in enumerate(runs):
+    for index, run in enumerate(runs[:1] if head_only else runs):
         for word in _WORD.finditer(run):
             left = word.start() > 0 or index == 0
             right = word.end() < len(run) or index == len(runs) - 1
@@ -180,8 +193,13 @@ def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
     order = sorted(range(len(kept)), key=lambda n: (key_of[n], kept[n]["id"]))
     kept = [kept[n] for n in order]  # a key's rows side by side: one chunk to read
     keys: dict[str, list[int]] = {}
+    heads: dict[str, list[int]] = {}
     for number, n in enumerate(order):
         keys.setdefault(key_of[n], []).append(number)
+        head_words = _bounded_words(kept[number]["text"], head_only=True)
+        if _head(kept[number]["text"]) and head_words:
+            head_key = min(head_words, key=lambda w: (frequency[w], -len(w), w))
+            heads.setdefault(head_key, []).append(number)
     compact = [
         [
             r["id"],
@@ -211,6 +229,7 @@ def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
         "chunk_rows": CHUNK_ROWS,
         "chunks": offsets,
         "keys": dict(sorted(keys.items())),
+        "heads": dict(sorted(heads.items())),
     }
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     return MAGIC + head + b"\n" + b"".join(chunks)
@@ -235,17 +254,20 @@ class SourceIndex:
         self.versions: tuple[str, ...] = tuple(header["versions"])
         self.size: int = header["rows"]
         self._keys: dict[str, list[int]] = header["keys"]
+        self._heads: dict[str, list[int]] = header["heads"]
         self._chunk_rows: int = header["chunk_rows"]
         self._spans: list[list[int]] = header["chunks"]
         self._body = memoryview(data)[end + 1 :]
         self._chunks: dict[int, list[list[Any]]] = {}
         self._patterns: dict[int, regex.Pattern[str]] = {}
 
-    def candidates(self, words: Iterable[str]) -> list[int]:
-        """Rows whose key word is one of ``words``."""
+    def candidates(self, words: Iterable[str], heads: bool = False) -> list[int]:
+        """Rows whose key word (or, with ``heads``, the key word of their head) is one of
+        ``words``."""
+        keys = self._heads if heads else self._keys
         found: set[int] = set()
         for word in words:
-            found.update(self._keys.get(word, ()))
+            found.update(keys.get(word, ()))
         return sorted(found)
 
     def row(self, number: int) -> SourceTemplate:
@@ -277,6 +299,9 @@ class TemplateHit:
     template: SourceTemplate
     values: dict[str, str]
     message: str
+    cut_short: bool = False
+    """The message matches only the template's start: the log shows its first line, or a
+    truncated copy."""
 
 
 def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
@@ -285,7 +310,8 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
     spaced = " ".join(message.split())
     whole = strip_exception(spaced)
     hits = []
-    for number in index.candidates(message_words(spaced)):
+    words = message_words(spaced)
+    for number in index.candidates(words):
         template = index.row(number)
         if template.anchor not in spaced:
             continue
@@ -302,7 +328,53 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
         if found is not None:
             values = {k: v.strip() for k, v in found.groupdict().items() if v is not None}
             hits.append(TemplateHit(template, values, message))
+    if not hits:
+        hits = _cut_short(index, words, whole, message)
     return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
+
+
+def _cut_short(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:
+    """Templates the message begins like and ends inside of: it continues on lines the log
+    shows apart, or was cut. Values the message does not reach are left unbound."""
+    hits = []
+    for number in index.candidates(words, heads=True):
+        template = index.row(number)
+        head = _head(template.text)
+        if head is None or head not in whole:
+            continue
+        try:
+            found = index.pattern(number, template.text).search(
+                whole, partial=True, timeout=_MATCH_TIMEOUT_S
+            )
+        except TimeoutError:
+            found = None
+        if found is None or not found.partial or found.start() != 0:
+            continue  # the message must begin as the template does
+        values = _values_cut_short(template.text, whole)
+        if values is None or any(len(v) > CUT_VALUE_CHARS for v in values.values()):
+            continue  # a hole that swallowed the rest of an unrelated line
+        hits.append(TemplateHit(template, values, message, cut_short=True))
+    return hits
+
+
+def _values_cut_short(template: str, message: str) -> dict[str, str] | None:
+    """The holes a message cut short fills: the longest part of the template that matches its
+    beginning whole, then the next hole takes what is left, less the start of the text that
+    follows that hole (``--frac=0.88.`` against ``--frac={frac}. Raise...`` gives ``0.88``)."""
+    holes = [h for h in _HOLE.finditer(template) if h.group(0) not in ("{{", "}}")]
+    for number in range(len(holes) - 1, -1, -1):
+        hole = holes[number]
+        found = compile_pattern(template[: hole.start()]).match(message)
+        if found is None:
+            continue
+        rest = message[found.end() :]
+        after = " ".join(fixed_runs(template[hole.end() :])[0].split())
+        cut = next((n for n in range(len(rest)) if after.startswith(rest[n:])), len(rest))
+        values = {k: v.strip() for k, v in found.groupdict().items() if v is not None}
+        if rest[:cut].strip():
+            values[hole.group("name")] = rest[:cut].strip()
+        return values
+    return None
 
 
 @cache

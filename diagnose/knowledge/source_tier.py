@@ -244,7 +244,7 @@ def _best_hit(
             if judgement.role != "cause" or judgement.category is None:
                 continue
             in_release = source == "libraries" or context.version in hit.template.versions
-            key = (-hit.template.fixed_chars, not in_release, order, hit.template.id)
+            key = (hit.cut_short, -hit.template.fixed_chars, not in_release, order, hit.template.id)
             ranked.append((key, hit, judgement, context))
     if not ranked:
         return None
@@ -287,6 +287,12 @@ def _finding(
         f"this code writes ({raised}" + (", on the start-up path)." if template.startup else ")."),
         f"The message: `{candidate.text.strip()[:300]}`.",
     ]
+    if hit.cut_short:
+        explanation.append(
+            "The log shows only the start of this message (its first line, or a copy cut "
+            "short); the source continues: "
+            f"`{template.text[:300]}`."
+        )
     if template.source != "libraries" and context.version not in template.versions:
         explanation.append(_version_sentence(template.versions, context))
     bound = {k: v for k, v in hit.values.items() if v and len(v) <= 120}
