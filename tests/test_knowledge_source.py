@@ -27,7 +27,12 @@ from diagnose.knowledge.source_index import (
     builtin_index,
     match_message,
 )
-from diagnose.knowledge.source_tier import builtin_knowledge, engine_source_findings
+from diagnose.knowledge.source_tier import (
+    ReleaseContext,
+    builtin_knowledge,
+    derive_fix,
+    engine_source_findings,
+)
 from diagnose.library import engine_for
 from diagnose.render import render
 from tests.conftest import REPO, builtin_library, primary
@@ -77,8 +82,10 @@ def _cause(text: str, version: tuple[str, str] | None = None) -> Finding:
 
 
 def _view(*messages: str, engine: str | None = "sglang", version: str | None = None):
-    evidence = [Evidence(source="x.log", line=n + 1, text=m) for n, m in enumerate(messages)]
-    candidates = tuple(Candidate(text=m, evidence=e) for m, e in zip(messages, evidence))
+    candidates = tuple(
+        Candidate(text=m, evidence=Evidence(source="x.log", line=n + 1, text=m))
+        for n, m in enumerate(messages)
+    )
     return IncidentView(candidates, engine, version, None)
 
 
@@ -123,15 +130,17 @@ def test_holes_are_bound_and_a_stale_flag_is_mapped_to_its_successors_never_offe
 
 
 def test_the_same_message_on_a_release_that_has_the_flag_sets_it() -> None:
-    view = _view("ValueError: Please set --dp-size 1 when using --weight-cache-mode daemon.")
-    from diagnose.knowledge.source_tier import _Context, derive_fix
-
-    fix = derive_fix(view.candidates[0].text, {}, _Context("sglang", "0.5.17", "0.5.17"))
+    message = "ValueError: Please set --dp-size 1 when using --weight-cache-mode daemon."
+    fix = derive_fix(message, {}, ReleaseContext("sglang", "0.5.17", "0.5.17"))
     assert fix.patch is not None and fix.patch.args_add == ["--dp-size", "1"]
-    stale = derive_fix("lower --cuda-graph-max-bs to 64", {}, _Context("sglang", "0.5.23", None))
+    stale = derive_fix(
+        "lower --cuda-graph-max-bs to 64", {}, ReleaseContext("sglang", "0.5.23", None)
+    )
     assert stale.patch is None
     assert any("--cuda-graph-max-bs-decode" in s for s in stale.sentences)
-    kept = derive_fix("lower --cuda-graph-max-bs to 64", {}, _Context("sglang", "0.5.16", None))
+    kept = derive_fix(
+        "lower --cuda-graph-max-bs to 64", {}, ReleaseContext("sglang", "0.5.16", None)
+    )
     assert kept.patch is not None and kept.patch.args_add == ["--cuda-graph-max-bs", "64"]
 
 

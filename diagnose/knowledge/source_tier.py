@@ -186,7 +186,7 @@ class EngineSourceExplainer:
 
 
 @dataclass(frozen=True)
-class _Context:
+class ReleaseContext:
     """The engine and the mined release its tables are read from."""
 
     engine: str
@@ -222,13 +222,13 @@ def engine_source_findings(incident: IncidentView) -> list[Finding]:
     return []
 
 
-def _context(engine: str, shown: str | None) -> _Context:
-    return _Context(engine, mined.nearest_version(engine, shown), shown)
+def _context(engine: str, shown: str | None) -> ReleaseContext:
+    return ReleaseContext(engine, mined.nearest_version(engine, shown), shown)
 
 
 def _best_hit(
     candidate: Candidate, engines: Sequence[str], shown: str | None, knowledge: Knowledge
-) -> tuple[TemplateHit, Judgement, _Context] | None:
+) -> tuple[TemplateHit, Judgement, ReleaseContext] | None:
     """The most specific template ``candidate`` is an instance of that names a cause: the
     engine's own before a library's, one of the log's release before an older or newer one."""
     ranked = []
@@ -255,7 +255,7 @@ def _best_hit(
 # -- findings -----------------------------------------------------------------------------
 
 
-def _where(hit: TemplateHit, context: _Context) -> str:
+def _where(hit: TemplateHit, context: ReleaseContext) -> str:
     """``SGLang 0.5.23, sglang.srt.server_args (ServerArgs.check)``."""
     template = hit.template
     if template.source == "libraries":
@@ -266,7 +266,7 @@ def _where(hit: TemplateHit, context: _Context) -> str:
     return f"{release}, {template.module} ({template.function})"
 
 
-def _release_words(versions: Sequence[str], context: _Context) -> str:
+def _release_words(versions: Sequence[str], context: ReleaseContext) -> str:
     if context.version in versions:
         return context.version or ""
     if not versions:
@@ -276,7 +276,7 @@ def _release_words(versions: Sequence[str], context: _Context) -> str:
 
 
 def _finding(
-    hit: TemplateHit, judgement: Judgement, context: _Context, candidate: Candidate
+    hit: TemplateHit, judgement: Judgement, context: ReleaseContext, candidate: Candidate
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
@@ -325,7 +325,7 @@ def _finding(
     )
 
 
-def _version_sentence(versions: Sequence[str], context: _Context) -> str:
+def _version_sentence(versions: Sequence[str], context: ReleaseContext) -> str:
     shown = context.shown or "not shown in the log"
     return (
         f"The log's {context.name} version ({shown}) does not write this message as mined; "
@@ -333,14 +333,14 @@ def _version_sentence(versions: Sequence[str], context: _Context) -> str:
     )
 
 
-def _applies_to(versions: Sequence[str], context: _Context, source: str) -> str | None:
+def _applies_to(versions: Sequence[str], context: ReleaseContext, source: str) -> str | None:
     if source == "libraries" or not versions:
         return None
     first, last = versions[0], versions[-1]
     return f"{context.name} {first}" if first == last else f"{context.name} {first} to {last}"
 
 
-def _title(exception: str | None, message: str, context: _Context, source: str) -> str:
+def _title(exception: str | None, message: str, context: ReleaseContext, source: str) -> str:
     text = " ".join(message.split())
     text = re.sub(r"^(?:[\w.]+(?:Error|Exception): )+", "", text)
     short = text if len(text) <= 110 else text[:109] + "…"
@@ -361,7 +361,7 @@ class DerivedFix:
     checks: list[str] = field(default_factory=list)
 
 
-def derive_fix(message: str, values: dict[str, str], context: _Context) -> DerivedFix:
+def derive_fix(message: str, values: dict[str, str], context: ReleaseContext) -> DerivedFix:
     """The settings ``message`` names, each checked against ``context``'s release: a flag the
     release no longer has is replaced by its successor (or left out), a value must be one the
     option accepts, a variable must be one the engine reads."""
@@ -389,7 +389,7 @@ def derive_fix(message: str, values: dict[str, str], context: _Context) -> Deriv
 
 
 def _flag_setting(
-    setting: re.Match[str], table: mined.FlagTable, context: _Context, fix: DerivedFix
+    setting: re.Match[str], table: mined.FlagTable, context: ReleaseContext, fix: DerivedFix
 ) -> list[str]:
     flag, value, verb = setting.group("flag"), setting.group("value"), setting.group("verb")
     lookup = table.lookup(flag)
@@ -476,7 +476,9 @@ def _env_settings(message: str) -> list[tuple[str, str | None]]:
     return list(found.items())
 
 
-def _env_setting(name: str, value: str | None, context: _Context, fix: DerivedFix) -> str | None:
+def _env_setting(
+    name: str, value: str | None, context: ReleaseContext, fix: DerivedFix
+) -> str | None:
     declared = mined.env_vars(context.engine).get(name)
     if declared is None:
         return None
@@ -503,7 +505,7 @@ def _env_setting(name: str, value: str | None, context: _Context, fix: DerivedFi
 # -- argparse ------------------------------------------------------------------------------
 
 
-def _argparse_finding(candidate: Candidate, context: _Context) -> Finding | None:
+def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding | None:
     """argparse's own errors read against the release's flag table: a removed or renamed flag
     with its successor, an ambiguous prefix with its candidates, a near miss's "did you mean"."""
     table = context.table()
@@ -566,7 +568,9 @@ def _argparse_finding(candidate: Candidate, context: _Context) -> Finding | None
 _Fix = tuple[str, list[str], Patch | None]
 
 
-def _unrecognized_fix(tokens: list[str], table: mined.FlagTable, context: _Context) -> _Fix | None:
+def _unrecognized_fix(
+    tokens: list[str], table: mined.FlagTable, context: ReleaseContext
+) -> _Fix | None:
     release = f"{context.name} {context.version}"
     sentences: list[str] = []
     remove: list[str] = []
@@ -613,7 +617,7 @@ def _unrecognized_fix(tokens: list[str], table: mined.FlagTable, context: _Conte
     return title, sentences, patch
 
 
-def _ambiguous_fix(flag: str, table: mined.FlagTable, context: _Context) -> _Fix | None:
+def _ambiguous_fix(flag: str, table: mined.FlagTable, context: ReleaseContext) -> _Fix | None:
     lookup = table.lookup(flag)
     if lookup.outcome != "ambiguous":
         return None
@@ -631,7 +635,7 @@ def _ambiguous_fix(flag: str, table: mined.FlagTable, context: _Context) -> _Fix
 
 
 def _choice_fix(
-    flag: str, value: str, listed: list[str], table: mined.FlagTable, context: _Context
+    flag: str, value: str, listed: list[str], table: mined.FlagTable, context: ReleaseContext
 ) -> _Fix | None:
     """The choices argparse printed (else the release's), and the nearest to the value."""
     option = table.lookup(flag).option
