@@ -25,11 +25,13 @@ from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import CATEGORIES, Confidence, Finding, Patch, Role, Severity
 from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import knowledge_dir
-from diagnose.knowledge.source_index import TemplateHit, builtin_index, match_message
+from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
 OVERRIDES_NAME = "overrides.yaml"
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+_PROGS = {"sglang": "launch_server", "vllm": "api_server"}
+"""The program name argparse prints for an engine's server, besides the engine's own name."""
 _FLAG = r"--[a-z0-9][a-z0-9_.-]*[a-z0-9]"
 _VALUE = r"[A-Za-z0-9_][^\s`'\",;)\]]*"
 _NOT_A_VALUE = r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead)\b)"
@@ -38,6 +40,20 @@ _SET_FLAG = re.compile(
     rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?)[`'\"]?"
     rf"{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
     re.IGNORECASE,
+)
+_REMOVE_FLAG = re.compile(
+    r"\b(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
+    rf"(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})",
+    re.IGNORECASE,
+)
+_NO_VALUE_ACTIONS = frozenset(
+    {
+        "store_true",
+        "_StoreTrueAction",
+        "BooleanOptionalAction",
+        "EnableDisableAction",
+        "DeprecatedStoreTrueAction",
+    }
 )
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b")
 _SET_ENV = re.compile(
@@ -49,10 +65,6 @@ _BOOL_VALUES = {"0", "1", "true", "false", "True", "False"}
 _ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
 _ARGPARSE_AMBIGUOUS = re.compile(
     r"error: ambiguous option: (?P<flag>--[\w.-]+)(?:=\S*)? could match (?P<options>.+)$"
-)
-_ARGPARSE_CHOICE = re.compile(
-    r"error: argument (?P<flag>--[\w.-]+)(?:/--?[\w.-]+)*: invalid choice: '(?P<value>[^']*)'"
-    r"(?: \(choose from (?P<choices>.+)\))?"
 )
 
 
@@ -210,16 +222,34 @@ def engine_source_findings(incident: IncidentView) -> list[Finding]:
     engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
     knowledge = builtin_knowledge()
     for candidate in incident.candidates:
-        for engine in engines:
-            context = _context(engine, incident.engine_version)
-            found = _argparse_finding(candidate, context)
-            if found is not None:
-                return [found]
+        found = _argparse_for(candidate, engines, incident.engine_version)
+        if found is not None:
+            return [found]
         best = _best_hit(candidate, engines, incident.engine_version, knowledge)
         if best is not None:
             hit, judgement, context = best
             return [_finding(hit, judgement, context, candidate)]
     return []
+
+
+def _argparse_for(
+    candidate: Candidate, engines: Sequence[str], shown: str | None
+) -> Finding | None:
+    """argparse's error read against the engine's flags. When the log does not say which
+    engine it is, the program name in the error does (``launch_server.py``, ``vllm``); else
+    only a flag that exactly one engine renamed or removed is read."""
+    if len(engines) > 1:
+        prog = candidate.text.split(": error:", 1)[0].lower()
+        named = [e for e in engines if e in prog or _PROGS[e] in prog]
+        engines = named or engines
+    found = [
+        f
+        for f in (_argparse_finding(candidate, _context(e, shown)) for e in engines)
+        if f is not None
+    ]
+    if len(engines) > 1:
+        found = [f for f in found if f.patch is not None]
+    return found[0] if len(found) == 1 else None
 
 
 def _context(engine: str, shown: str | None) -> ReleaseContext:
@@ -280,7 +310,7 @@ def _finding(
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
-    fix = derive_fix(hit.message, hit.values, context)
+    fix = derive_fix(hit.message, hit.values, context, template.text)
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
         f"Derived from the engine's source, {where}: the decisive message matches a message "
@@ -302,8 +332,8 @@ def _finding(
         )
     explanation += fix.sentences
     explanation.append(
-        "No hand-written signature knows this message, so the cause is read from the source "
-        "alone: treat it as a lead."
+        "The cause is read from the engine's source alone, not from a hand-written signature: "
+        "treat it as a lead."
     )
     return Finding(
         id="f0",
@@ -361,25 +391,33 @@ class DerivedFix:
     checks: list[str] = field(default_factory=list)
 
 
-def derive_fix(message: str, values: dict[str, str], context: ReleaseContext) -> DerivedFix:
+def derive_fix(
+    message: str, values: dict[str, str], context: ReleaseContext, template: str = ""
+) -> DerivedFix:
     """The settings ``message`` names, each checked against ``context``'s release: a flag the
     release no longer has is replaced by its successor (or left out), a value must be one the
     option accepts, a variable must be one the engine reads."""
     fix = DerivedFix()
     args_add: list[str] = []
+    args_remove: list[str] = []
     env_set: dict[str, str] = {}
     table = context.table()
     if table is not None:
         for setting in _SET_FLAG.finditer(message):
             args_add += _flag_setting(setting, table, context, fix)
+        for removal in _REMOVE_FLAG.finditer(message):
+            flag = removal.group("flag")
+            if table.lookup(flag).outcome == "exact" and flag not in args_remove:
+                fix.sentences.append(f"The fix it names: remove `{flag}`.")
+                args_remove.append(flag)
         for hole, bound in values.items():
-            _bound_choice(hole, bound, table, fix)
+            _bound_choice(hole, bound, template, table, fix)
     for name, value in _env_settings(message):
         checked = _env_setting(name, value, context, fix)
         if checked is not None:
             env_set[name] = checked
-    if args_add or env_set:
-        fix.patch = Patch(args_add=args_add, env_set=env_set)
+    if args_add or env_set or args_remove:
+        fix.patch = Patch(args_add=args_add, env_set=env_set, args_remove=args_remove)
     elif not fix.notes:
         fix.notes.append(
             "The message names no setting this release accepts: no configuration change is "
@@ -420,8 +458,8 @@ def _flag_setting(
             return []
     option = lookup.option
     assert option is not None
-    if value is None:
-        if option.action in ("store_true", "_StoreTrueAction", "BooleanOptionalAction"):
+    if value is None or option.nargs == 0 or option.action in _NO_VALUE_ACTIONS:
+        if option.nargs == 0 or option.action in _NO_VALUE_ACTIONS:
             fix.sentences.append(f"The fix it names: add `{flag}`.")
             return [flag]
         default = f" (default {option.default})" if option.default is not None else ""
@@ -451,19 +489,28 @@ def _fits_type(value: str, kind: str | None) -> bool:
     return True
 
 
-def _bound_choice(name: str, value: str, table: mined.FlagTable, fix: DerivedFix) -> None:
-    """A hole named after an option with choices, holding a value it does not accept: the
-    valid values, and the nearest one."""
+def _bound_choice(
+    name: str, value: str, template: str, table: mined.FlagTable, fix: DerivedFix
+) -> None:
+    """A hole named after an option with choices, in a template that names the option too,
+    holding a value it does not accept but is close to one it does: the valid values and the
+    nearest (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing)."""
     option = next((o for o in table.options if o.dest == name and o.choices), None)
-    if option is None or not value or value in {str(c) for c in option.choices or ()}:
+    if option is None or not value:
         return
+    mentioned = name in fixed_text(template) or any(f in template for f in option.flags)
     choices = [str(c) for c in option.choices or ()]
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    hint = f"; the nearest is `{close[0]}`" if close else ""
+    if not mentioned or value in choices or not close:
+        return
     fix.sentences.append(
         f"`{value}` is not a value of `{option.flags[0]}` in {table.engine} {table.version}: it "
-        f"accepts {', '.join(f'`{c}`' for c in choices[:30])}{hint}."
+        f"accepts {', '.join(f'`{c}`' for c in choices[:30])}; the nearest is `{close[0]}`."
     )
+
+
+def fixed_text(template: str) -> str:
+    return " ".join(fixed_runs(template))
 
 
 def _env_settings(message: str) -> list[tuple[str, str | None]]:
@@ -507,21 +554,19 @@ def _env_setting(
 
 def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding | None:
     """argparse's own errors read against the release's flag table: a removed or renamed flag
-    with its successor, an ambiguous prefix with its candidates, a near miss's "did you mean"."""
+    with its successor, an ambiguous prefix with its candidates, a near miss's "did you mean".
+    (A bad choice needs nothing more: argparse prints the valid ones, and the signature for it
+    says so.)"""
     table = context.table()
     if table is None:
         return None
     text = candidate.text.strip()
     unrecognized = _ARGPARSE_UNRECOGNIZED.search(text)
     ambiguous = _ARGPARSE_AMBIGUOUS.search(text)
-    choice = _ARGPARSE_CHOICE.search(text)
     if unrecognized:
         fix = _unrecognized_fix(unrecognized.group("args").split(), table, context)
     elif ambiguous:
         fix = _ambiguous_fix(ambiguous.group("flag"), table, context)
-    elif choice:
-        listed = re.findall(r"'([^']*)'", choice.group("choices") or "")
-        fix = _choice_fix(choice.group("flag"), choice.group("value"), listed, table, context)
     else:
         return None
     if fix is None:
@@ -632,22 +677,3 @@ def _ambiguous_fix(flag: str, table: mined.FlagTable, context: ReleaseContext) -
         sentences.append(f"`{flag}` was a flag before; {release} {history.kind} it.")
     sentences.append("Spell out the one you mean.")
     return f"`{flag}` is ambiguous in {release}", sentences, None
-
-
-def _choice_fix(
-    flag: str, value: str, listed: list[str], table: mined.FlagTable, context: ReleaseContext
-) -> _Fix | None:
-    """The choices argparse printed (else the release's), and the nearest to the value."""
-    option = table.lookup(flag).option
-    choices = listed or [str(c) for c in (option.choices or ())] if option else listed
-    if not choices:
-        return None
-    close = difflib.get_close_matches(value, choices, n=2, cutoff=0.6)
-    release = f"{context.name} {context.version}" if not listed else context.name
-    sentences = [
-        f"`{flag}` accepts {', '.join(f'`{c}`' for c in choices[:40])} in {release}; "
-        f"`{value}` is not one of them."
-    ]
-    if close:
-        sentences.append(f"Did you mean {' or '.join(f'`{c}`' for c in close)}?")
-    return f"`{flag} {value}` is not a value {release} accepts", sentences, None
