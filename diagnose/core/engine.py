@@ -438,8 +438,6 @@ class Engine:
             )
             for record in records
         )
-        if engine is None and self._given_version is not None:
-            engine = self._given_version[0]  # the user named it: the tiers read its tables
         view = IncidentView(candidates, engine, self._engine_version(engine), unit)
         for explainer in self.explainers:
             found = explainer(view)
