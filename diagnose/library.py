@@ -20,6 +20,7 @@ from diagnose.atomic import write_bytes_atomically
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
+from diagnose.knowledge.source_tier import EngineSourceExplainer
 from diagnose.knowledge.tiers import KnownIssueExplainer
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
@@ -261,6 +262,6 @@ def engine_for(
         signatures,
         facts=load_facts(),
         hang_after=hang_after,
-        explainers=[KnownIssueExplainer(threads)] if knowledge else [],
+        explainers=[KnownIssueExplainer(threads), EngineSourceExplainer()] if knowledge else [],
         engine_version=engine_version,
     )

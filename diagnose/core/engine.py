@@ -663,10 +663,17 @@ class Engine:
 
     def _refined(self, broad: Finding, unit: str | None, engine: str | None) -> Finding:
         """A broad signature's finding, or the tier finding that names the specific cause on
-        one of its evidence lines (it keeps the broad finding's place, count and attempts)."""
+        one of its evidence lines (it keeps the broad finding's place, count and attempts); a
+        template from the engine's source replaces it only with a checked fix."""
         explained = self._explained(unit, engine)
         lines = {e.text for e in broad.evidence}
         if explained is None or not {e.text for e in explained.evidence} & lines:
+            return broad
+        if (
+            explained.tier == "engine_source"
+            and explained.patch is None
+            and explained.confidence is Confidence.LOW
+        ):  # a message matched in the engine's source, with no checked fix, adds nothing to it
             return broad
         return explained.model_copy(
             update={

@@ -180,6 +180,14 @@ class Finding(_Frozen):
     system_actions: list[str] = Field(
         default_factory=list, description="Actions on the host outside the unit's configuration."
     )
+    raised_in: str | None = Field(
+        default=None,
+        description=(
+            "For a finding derived from the engine's source: the release and the module (and "
+            "function) that write the decisive message, e.g. 'SGLang 0.5.23, "
+            "sglang.srt.server_args (ServerArgs.check)'."
+        ),
+    )
 
 
 class InputSummary(_Frozen):

@@ -19,10 +19,21 @@ PHASE_WORDS = {
 }
 TIER_WORDS = {
     "known_issue": "known issue from resolved public threads",
-    "engine_source": "from the engine's own source",
+    "engine_source": "derived from the engine's source",
     "generic": "generic analysis",
 }
 """How a finding's source is named when it is not a hand-written signature."""
+
+
+def tier_words(finding: Finding) -> str | None:
+    """Where the finding's knowledge came from, in words; for the engine-source tier with the
+    release and module (``derived from the engine's source, SGLang 0.5.23, sglang.srt...``)."""
+    words = TIER_WORDS.get(finding.tier)
+    if words and finding.raised_in:
+        return f"{words}, {finding.raised_in}"
+    return words
+
+
 SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 """The rich style of each severity, on the terminal report and the live display."""
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
-    TIER_WORDS,
     action_lines,
     apply_commands,
     evidence_groups,
@@ -23,6 +22,7 @@ from diagnose.render.common import (
     places,
     seen,
     summary,
+    tier_words,
     when,
     where,
 )
@@ -240,8 +240,9 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
         facts.append(f"**Applies to:** {inline(finding.applies_to)}")
     if finding.fixed_in:
         facts.append(f"**Fixed in:** {inline(finding.fixed_in)}")
-    if finding.tier in TIER_WORDS:
-        facts.append(f"**Source:** {TIER_WORDS[finding.tier]}")
+    source = tier_words(finding)
+    if source:
+        facts.append(f"**Source:** {inline(source)}")
     out += [
         " · ".join(facts),
         "",

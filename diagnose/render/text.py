@@ -18,7 +18,6 @@ from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
-    TIER_WORDS,
     action_lines,
     apply_commands,
     evidence_groups,
@@ -26,6 +25,7 @@ from diagnose.render.common import (
     places,
     seen,
     summary,
+    tier_words,
     versions,
     when,
     where,
@@ -54,7 +54,8 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
     head = Text()
     head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
-    tier = f" · {TIER_WORDS[finding.tier]}" if finding.tier in TIER_WORDS else ""
+    source = tier_words(finding)
+    tier = f" · {source}" if source else ""
     meta = Text(
         f"{finding.severity.value} · {finding.category} · {finding.confidence.value} confidence"
         f" · {finding.signature}{tier}",

@@ -1,0 +1,384 @@
+"""The engine-source index: the error templates an engine or library release can raise, keyed
+so that one message costs one dict lookup per word before any regex runs.
+
+``knowledge/mined/<source>/templates.jsonl.gz`` holds every template the miner found (8 MB of
+JSON for the three sources, a tenth of a second and more to read). A diagnosis needs only the
+few whose words are in its decisive messages, so ``build_index`` compiles each source into
+``knowledge/source-index/<source>.idx``:
+
+* one line of header JSON: the source's versions and, per *key word*, the rows that hold it;
+  a template's key is the rarest whole word of its fixed text, so a message's words select a
+  few dozen rows out of thousands;
+* the rows (text, where it is raised, which versions), in zlib chunks of ``CHUNK_ROWS``: only
+  the chunks a message selects are ever decompressed.
+
+Only error templates are kept (raises, assertions, error and critical logs), one row per
+distinct text. ``scripts/build_source_index.py`` writes the files; a test keeps them in sync
+with the mined templates. Nothing is read until the engine-source tier is asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from diagnose.knowledge.issue_base import knowledge_dir
+from diagnose.knowledge.known_issues import _HOLE
+
+SOURCES = ("sglang", "vllm", "libraries")
+MAGIC = b"diagnose-source-index 1\n"
+CHUNK_ROWS = 32
+GENERIC_FIXED_CHARS = 15
+"""A template with fewer fixed characters is generic: it only matches a whole message."""
+HEAD_FIXED_CHARS = 24
+"""A message cut short (a multi-line message's first line, a truncated quote) may match the
+start of a template whose fixed text before the first hole is at least this long."""
+CUT_VALUE_CHARS = 40
+"""In a message cut short, the longest value a hole may take."""
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+_ERROR_LEVELS = frozenset({"error", "critical"})
+_HOLE_PATTERNS = {"int": r"-?\d+", "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"}
+_MATCH_TIMEOUT_S = 0.05
+_EXCEPTION_PREFIX = regex.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit)\w*: )+")
+
+
+def index_dir() -> Path:
+    return knowledge_dir() / "source-index"
+
+
+@dataclass(frozen=True)
+class SourceTemplate:
+    """One error template of a source as the index keeps it."""
+
+    id: str
+    text: str
+    exception: str | None
+    level: str
+    kind: str
+    module: str
+    function: str
+    startup: bool
+    versions: tuple[str, ...]
+    source: str
+    places: int = 1
+    """How many places in the source raise this same text."""
+
+    @property
+    def fixed_chars(self) -> int:
+        return sum(len(run.strip()) for run in fixed_runs(self.text))
+
+    @property
+    def generic(self) -> bool:
+        return self.fixed_chars < GENERIC_FIXED_CHARS
+
+    @property
+    def anchor(self) -> str:
+        """The longest fixed run, re-spaced: it must be in a message before the regex runs."""
+        runs = [" ".join(run.split()) for run in fixed_runs(self.text)]
+        return max(runs, key=len, default="")
+
+
+def fixed_runs(template: str) -> list[str]:
+    """The literal text between a template's holes (``{{`` and ``}}`` read as braces)."""
+    runs, position = [""], 0
+    for hole in _HOLE.finditer(template):
+        runs[-1] += template[position : hole.start()]
+        position = hole.end()
+        if hole.group(0) in ("{{", "}}"):
+            runs[-1] += hole.group(0)[0]
+        else:
+            runs.append("")
+    runs[-1] += template[position:]
+    return runs
+
+
+def _head(template: str) -> str | None:
+    """The fixed text before the first hole, when it is long enough to stand for the template
+    in a message cut short."""
+    runs = fixed_runs(template)
+    head = " ".join(runs[0].split())
+    return head if len(runs) > 1 and len(head) >= HEAD_FIXED_CHARS else None
+
+
+def _bounded_words(template: str, head_only: bool = False) -> set[str]:
+    """Words of the fixed text that a message holds whole whatever fills the holes: a word at
+    the edge of a run may be glued to a hole's value."""
+    runs = fixed_runs(template)
+    found = set()
+    for index, run in enumerate(runs[:1] if head_only else runs):
+        for word in _WORD.finditer(run):
+            left = word.start() > 0 or index == 0
+            right = word.end() < len(run) or index == len(runs) - 1
+            text = word.group(0)
+            if left and right and len(text) >= 3 and not text.isdigit():
+                found.add(text)
+    return found
+
+
+def message_words(message: str) -> set[str]:
+    return set(_WORD.findall(message))
+
+
+def strip_exception(message: str) -> str:
+    """A message without the ``ValueError: `` its traceback line starts with."""
+    return _EXCEPTION_PREFIX.sub("", message, count=1)
+
+
+def compile_pattern(template: str) -> regex.Pattern[str]:
+    """A template as a regex over one re-spaced message; a hole at the end takes the rest."""
+    parts: list[str] = []
+    names: set[str] = set()
+    position = 0
+    holes = [h for h in _HOLE.finditer(template)]
+    for number, hole in enumerate(holes):
+        literal = template[position : hole.start()]
+        position = hole.end()
+        if hole.group(0) in ("{{", "}}"):
+            parts.append(_literal(literal + hole.group(0)[0]))
+            continue
+        parts.append(_literal(literal))
+        last = number == len(holes) - 1 and not template[position:].strip()
+        body = _HOLE_PATTERNS.get(hole.group("type") or "", r".*" if last else r".*?")
+        name = hole.group("name")
+        parts.append(f"(?P<{name}>{body})" if name not in names else f"(?:{body})")
+        names.add(name)
+    parts.append(_literal(template[position:]))
+    return regex.compile("".join(parts))
+
+
+def _literal(text: str) -> str:
+    return regex.escape(regex.sub(r"\s+", " ", text))
+
+
+# -- building ----------------------------------------------------------------------------
+
+
+def _kept(row: Mapping[str, Any]) -> bool:
+    return (row["level"] in _ERROR_LEVELS or row["kind"] in ("raise", "assert")) and bool(
+        _bounded_words(row["text"])
+    )
+
+
+def _distinct(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per text: the start-up path's first, versions merged, places counted."""
+    by_text: dict[str, dict[str, Any]] = {}
+    order = sorted(rows, key=lambda r: (not r["startup"], r["module"], r["function"], r["id"]))
+    for row in order:
+        seen = by_text.get(row["text"])
+        if seen is None:
+            by_text[row["text"]] = {**row, "versions": list(row["versions"]), "places": 1}
+            continue
+        seen["places"] += 1
+        seen["versions"] = sorted(set(seen["versions"]) | set(row["versions"]))
+    return sorted(by_text.values(), key=lambda r: r["id"])
+
+
+def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """The compiled index of one source's template rows (the same rows give the same bytes)."""
+    kept = _distinct(r for r in rows if _kept(r))
+    versions = sorted({v for r in kept for v in r["versions"]}, key=_version_key)
+    bit = {version: 1 << i for i, version in enumerate(versions)}
+    words = [_bounded_words(r["text"]) for r in kept]
+    frequency = Counter(w for found in words for w in found)
+    key_of = [min(found, key=lambda w: (frequency[w], -len(w), w)) for found in words]
+    order = sorted(range(len(kept)), key=lambda n: (key_of[n], kept[n]["id"]))
+    kept = [kept[n] for n in order]  # a key's rows side by side: one chunk to read
+    keys: dict[str, list[int]] = {}
+    heads: dict[str, list[int]] = {}
+    for number, n in enumerate(order):
+        keys.setdefault(key_of[n], []).append(number)
+        head_words = _bounded_words(kept[number]["text"], head_only=True)
+        if _head(kept[number]["text"]) and head_words:
+            head_key = min(head_words, key=lambda w: (frequency[w], -len(w), w))
+            heads.setdefault(head_key, []).append(number)
+    compact = [
+        [
+            r["id"],
+            r["text"],
+            r.get("exception"),
+            r["level"],
+            r["kind"],
+            r["module"],
+            r["function"],
+            int(r["startup"]),
+            sum(bit[v] for v in r["versions"]),
+            r["places"],
+        ]
+        for r in kept
+    ]
+    chunks, offsets, position = [], [], 0
+    for start in range(0, len(compact), CHUNK_ROWS):
+        data = json.dumps(compact[start : start + CHUNK_ROWS], ensure_ascii=False).encode()
+        chunk = zlib.compress(data, 9)
+        chunks.append(chunk)
+        offsets.append([position, len(chunk)])
+        position += len(chunk)
+    header = {
+        "source": source,
+        "versions": versions,
+        "rows": len(compact),
+        "chunk_rows": CHUNK_ROWS,
+        "chunks": offsets,
+        "keys": dict(sorted(keys.items())),
+        "heads": dict(sorted(heads.items())),
+    }
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    return MAGIC + head + b"\n" + b"".join(chunks)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+class SourceIndex:
+    """One source's compiled index: rows decompressed a chunk at a time, when first asked."""
+
+    def __init__(self, data: bytes) -> None:
+        if not data.startswith(MAGIC):
+            raise ValueError("not a diagnose source index")
+        end = data.index(b"\n", len(MAGIC))
+        header = json.loads(data[len(MAGIC) : end])
+        self.source: str = header["source"]
+        self.versions: tuple[str, ...] = tuple(header["versions"])
+        self.size: int = header["rows"]
+        self._keys: dict[str, list[int]] = header["keys"]
+        self._heads: dict[str, list[int]] = header["heads"]
+        self._chunk_rows: int = header["chunk_rows"]
+        self._spans: list[list[int]] = header["chunks"]
+        self._body = memoryview(data)[end + 1 :]
+        self._chunks: dict[int, list[list[Any]]] = {}
+        self._patterns: dict[int, regex.Pattern[str]] = {}
+
+    def candidates(self, words: Iterable[str], heads: bool = False) -> list[int]:
+        """Rows whose key word (or, with ``heads``, the key word of their head) is one of
+        ``words``."""
+        keys = self._heads if heads else self._keys
+        found: set[int] = set()
+        for word in words:
+            found.update(keys.get(word, ()))
+        return sorted(found)
+
+    def row(self, number: int) -> SourceTemplate:
+        chunk_no, offset = divmod(number, self._chunk_rows)
+        chunk = self._chunks.get(chunk_no)
+        if chunk is None:
+            start, length = self._spans[chunk_no]
+            chunk = json.loads(zlib.decompress(self._body[start : start + length]))
+            self._chunks[chunk_no] = chunk
+        id_, text, exception, level, kind, module, function, startup, mask, places = chunk[offset]
+        versions = tuple(v for i, v in enumerate(self.versions) if mask >> i & 1)
+        return SourceTemplate(
+            id_, text, exception, level, kind, module, function, bool(startup), versions,
+            self.source, places,
+        )  # fmt: skip
+
+    def rows(self) -> list[SourceTemplate]:
+        return [self.row(number) for number in range(self.size)]
+
+    def pattern(self, number: int, text: str) -> regex.Pattern[str]:
+        found = self._patterns.get(number)
+        if found is None:
+            found = self._patterns[number] = compile_pattern(text)
+        return found
+
+
+@dataclass(frozen=True)
+class TemplateHit:
+    template: SourceTemplate
+    values: dict[str, str]
+    message: str
+    cut_short: bool = False
+    """The message matches only the template's start: the log shows its first line, or a
+    truncated copy."""
+
+
+def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
+    """The templates of ``index`` that ``message`` is an instance of, most specific first: a
+    generic one only when it is the whole message (its exception class aside)."""
+    spaced = " ".join(message.split())
+    whole = strip_exception(spaced)
+    hits = []
+    words = message_words(spaced)
+    for number in index.candidates(words):
+        template = index.row(number)
+        if template.anchor not in spaced:
+            continue
+        pattern = index.pattern(number, template.text)
+        try:
+            if template.generic:
+                found = pattern.fullmatch(whole, timeout=_MATCH_TIMEOUT_S)
+            else:  # without its exception class first: a leading hole would take it in
+                found = pattern.search(whole, timeout=_MATCH_TIMEOUT_S) or pattern.search(
+                    spaced, timeout=_MATCH_TIMEOUT_S
+                )
+        except TimeoutError:
+            found = None
+        if found is not None:
+            values = {k: v.strip() for k, v in found.groupdict().items() if v is not None}
+            hits.append(TemplateHit(template, values, message))
+    if not hits:
+        hits = _cut_short(index, words, whole, message)
+    return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
+
+
+def _cut_short(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:
+    """Templates the message begins like and ends inside of: it continues on lines the log
+    shows apart, or was cut. Values the message does not reach are left unbound."""
+    hits = []
+    for number in index.candidates(words, heads=True):
+        template = index.row(number)
+        head = _head(template.text)
+        if head is None or head not in whole:
+            continue
+        try:
+            found = index.pattern(number, template.text).search(
+                whole, partial=True, timeout=_MATCH_TIMEOUT_S
+            )
+        except TimeoutError:
+            found = None
+        if found is None or not found.partial or found.start() != 0:
+            continue  # the message must begin as the template does
+        values = _values_cut_short(template.text, whole)
+        if values is None or any(len(v) > CUT_VALUE_CHARS for v in values.values()):
+            continue  # a hole that swallowed the rest of an unrelated line
+        hits.append(TemplateHit(template, values, message, cut_short=True))
+    return hits
+
+
+def _values_cut_short(template: str, message: str) -> dict[str, str] | None:
+    """The holes a message cut short fills: the longest part of the template that matches its
+    beginning whole, then the next hole takes what is left, less the start of the text that
+    follows that hole (``--frac=0.88.`` against ``--frac={frac}. Raise...`` gives ``0.88``)."""
+    holes = [h for h in _HOLE.finditer(template) if h.group(0) not in ("{{", "}}")]
+    for number in range(len(holes) - 1, -1, -1):
+        hole = holes[number]
+        found = compile_pattern(template[: hole.start()]).match(message)
+        if found is None:
+            continue
+        rest = message[found.end() :]
+        after = " ".join(fixed_runs(template[hole.end() :])[0].split())
+        cut = next((n for n in range(len(rest)) if after.startswith(rest[n:])), len(rest))
+        values = {k: v.strip() for k, v in found.groupdict().items() if v is not None}
+        if rest[:cut].strip():
+            values[hole.group("name")] = rest[:cut].strip()
+        return values
+    return None
+
+
+@cache
+def builtin_index(source: str) -> SourceIndex | None:
+    """The shipped index of ``source``, read on first use (None when none is shipped)."""
+    path = index_dir() / f"{source}.idx"
+    return SourceIndex(path.read_bytes()) if path.is_file() else None

@@ -1,0 +1,680 @@
+"""The engine-source tier: the decisive message matched against the error templates of the
+engine release that printed it (and of the libraries under it), its category from
+``knowledge/engine-source-rules.yaml`` and ``knowledge/overrides.yaml``, its holes bound to the
+log's values, and a fix only when the version's flag and environment tables confirm it.
+
+It is asked after the known-issue tier: a record from a resolved thread knows the fix the
+thread settled on, a template only knows where the message is raised.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.models import CATEGORIES, Confidence, Finding, Patch, Role, Severity
+from diagnose.knowledge import mined
+from diagnose.knowledge.issue_base import knowledge_dir
+from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
+
+RULES_NAME = "engine-source-rules.yaml"
+OVERRIDES_NAME = "overrides.yaml"
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+_PROGS = {"sglang": "launch_server", "vllm": "api_server"}
+"""The program name argparse prints for an engine's server, besides the engine's own name."""
+_FLAG = r"--[a-z0-9][a-z0-9_.-]*[a-z0-9]"
+_VALUE = r"[A-Za-z0-9_][^\s`'\",;)\]]*"
+_NOT_A_VALUE = r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead)\b)"
+_SET_FLAG = re.compile(
+    r"\b(?P<verb>set|use|add|pass|specify|enable|try|lower|reduce|decrease|increase|raise)\s+"
+    rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?)[`'\"]?"
+    rf"{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
+    re.IGNORECASE,
+)
+_REMOVE_FLAG = re.compile(
+    r"\b(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
+    rf"(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})",
+    re.IGNORECASE,
+)
+_NO_VALUE_ACTIONS = frozenset(
+    {
+        "store_true",
+        "_StoreTrueAction",
+        "BooleanOptionalAction",
+        "EnableDisableAction",
+        "DeprecatedStoreTrueAction",
+    }
+)
+_ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]{2,}\b")
+_SET_ENV = re.compile(
+    r"\b(?:set|export|use|try|setting)\s+(?:the\s+)?(?:environment\s+variable\s+|env\s+var\s+)?"
+    rf"[`'\"]?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{{2,}})(?:(?:\s*=\s*|\s+to\s+)[`'\"]?"
+    rf"(?P<value>{_VALUE}))?"
+)
+_BOOL_VALUES = {"0", "1", "true", "false", "True", "False"}
+_ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
+_ARGPARSE_AMBIGUOUS = re.compile(
+    r"error: ambiguous option: (?P<flag>--[\w.-]+)(?:=\S*)? could match (?P<options>.+)$"
+)
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceRule(_Schema):
+    """A category for messages whose words, module and exception fit."""
+
+    category: str
+    words: str | None = None
+    modules: tuple[str, ...] = ()
+    exceptions: tuple[str, ...] = ()
+
+    @field_validator("category")
+    @classmethod
+    def _known(cls, category: str) -> str:
+        if category not in CATEGORIES:
+            raise ValueError(f"not a contract category: {category!r}")
+        return category
+
+    @field_validator("words")
+    @classmethod
+    def _compiles(cls, words: str | None) -> str | None:
+        if words is not None:
+            regex.compile(words)
+        return words
+
+
+class SourceRules(_Schema):
+    schema_: int = 1
+    rules: tuple[SourceRule, ...]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class TemplateOverride(_Schema):
+    id: str | None = None
+    text: str | None = None
+    category: str | None = None
+    ignore: bool = False
+
+
+class Overrides(_Schema):
+    wrappers: tuple[str, ...] = ()
+    consequences: tuple[str, ...] = ()
+    templates: tuple[TemplateOverride, ...] = ()
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the rules and overrides make of a matched template."""
+
+    category: str | None
+    role: str  # "cause", "wrapper", "consequence", "ignored"
+
+
+@dataclass
+class Knowledge:
+    rules: list[tuple[SourceRule, regex.Pattern[str] | None]]
+    wrappers: regex.Pattern[str] | None
+    consequences: regex.Pattern[str] | None
+    by_id: dict[str, TemplateOverride] = field(default_factory=dict)
+    by_text: dict[str, TemplateOverride] = field(default_factory=dict)
+
+    def judge(self, hit: TemplateHit) -> Judgement:
+        template = hit.template
+        override = self.by_id.get(template.id) or self.by_text.get(template.text)
+        if override is not None and override.ignore:
+            return Judgement(None, "ignored")
+        if self.wrappers is not None and self.wrappers.search(template.text):
+            return Judgement(None, "wrapper")
+        if self.consequences is not None and self.consequences.search(template.text):
+            return Judgement(None, "consequence")
+        if override is not None and override.category:
+            return Judgement(override.category, "cause")
+        for rule, words in self.rules:
+            if words is not None and not words.search(hit.message):
+                continue
+            if rule.modules and not any(
+                template.module == m or template.module.startswith(m + ".") for m in rule.modules
+            ):
+                continue
+            if rule.exceptions and template.exception not in rule.exceptions:
+                continue
+            return Judgement(rule.category, "cause")
+        return Judgement(None, "cause")
+
+
+def _either(patterns: Sequence[str]) -> regex.Pattern[str] | None:
+    return regex.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def _yaml(path: Path) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+
+
+@cache
+def builtin_knowledge() -> Knowledge:
+    """The shipped rules and overrides, read on first use."""
+    rules_data = _yaml(knowledge_dir() / RULES_NAME) or {}
+    rules = SourceRules.model_validate({"rules": rules_data.get("rules", [])})
+    data = _yaml(knowledge_dir() / OVERRIDES_NAME) or {}
+    overrides = Overrides.model_validate({k: v for k, v in data.items() if k != "schema"})
+    return Knowledge(
+        rules=[
+            (rule, regex.compile(rule.words, regex.IGNORECASE) if rule.words else None)
+            for rule in rules.rules
+        ],
+        wrappers=_either(overrides.wrappers),
+        consequences=_either(overrides.consequences),
+        by_id={o.id: o for o in overrides.templates if o.id},
+        by_text={o.text: o for o in overrides.templates if o.text},
+    )
+
+
+@dataclass(frozen=True)
+class EngineSourceExplainer:
+    """The engine-source tier as an explainer. It adds no needles: the messages it reads are
+    the error lines the incident tracker keeps anyway, so a run a signature decides never
+    loads anything of it."""
+
+    @property
+    def needles(self) -> frozenset[str]:
+        return frozenset()
+
+    def __call__(self, incident: IncidentView) -> list[Finding]:
+        return engine_source_findings(incident)
+
+
+@dataclass(frozen=True)
+class ReleaseContext:
+    """The engine and the mined release its tables are read from."""
+
+    engine: str
+    version: str | None
+    """The mined release nearest to the log's version (None when no release is mined)."""
+    shown: str | None
+    """The version the log or the user gave, as given."""
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAMES.get(self.engine, self.engine)
+
+    def table(self) -> mined.FlagTable | None:
+        return mined.flag_table(self.engine, self.version) if self.version else None
+
+
+def engine_source_findings(incident: IncidentView) -> list[Finding]:
+    """The decisive message's finding: the earliest candidate an argparse error or an error
+    template of the engine (or a library under it) explains, wrappers and consequences left
+    out."""
+    engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
+    knowledge = builtin_knowledge()
+    for candidate in incident.candidates:
+        found = _argparse_for(candidate, engines, incident.engine_version)
+        if found is not None:
+            return [found]
+        best = _best_hit(candidate, engines, incident.engine_version, knowledge)
+        if best is not None:
+            hit, judgement, context = best
+            return [_finding(hit, judgement, context, candidate)]
+    return []
+
+
+def _argparse_for(
+    candidate: Candidate, engines: Sequence[str], shown: str | None
+) -> Finding | None:
+    """argparse's error read against the engine's flags. When the log does not say which
+    engine it is, the program name in the error does (``launch_server.py``, ``vllm``); else
+    only a flag that exactly one engine renamed or removed is read."""
+    if len(engines) > 1:
+        prog = candidate.text.split(": error:", 1)[0].lower()
+        named = [e for e in engines if e in prog or _PROGS[e] in prog]
+        engines = named or engines
+    found = [
+        f
+        for f in (_argparse_finding(candidate, _context(e, shown)) for e in engines)
+        if f is not None
+    ]
+    if len(engines) > 1:
+        found = [f for f in found if f.patch is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def _context(engine: str, shown: str | None) -> ReleaseContext:
+    return ReleaseContext(engine, mined.nearest_version(engine, shown), shown)
+
+
+def _best_hit(
+    candidate: Candidate, engines: Sequence[str], shown: str | None, knowledge: Knowledge
+) -> tuple[TemplateHit, Judgement, ReleaseContext] | None:
+    """The most specific template ``candidate`` is an instance of that names a cause: the
+    engine's own before a library's, one of the log's release before an older or newer one."""
+    ranked = []
+    for order, source in enumerate([*engines, "libraries"]):
+        index = builtin_index(source)
+        if index is None:
+            continue
+        context = (
+            _context(source, shown) if source in mined.ENGINES else _context(engines[0], shown)
+        )
+        for hit in match_message(index, candidate.text):
+            judgement = knowledge.judge(hit)
+            if judgement.role != "cause" or judgement.category is None:
+                continue
+            in_release = source == "libraries" or context.version in hit.template.versions
+            key = (hit.cut_short, -hit.template.fixed_chars, not in_release, order, hit.template.id)
+            ranked.append((key, hit, judgement, context))
+    if not ranked:
+        return None
+    _, hit, judgement, context = min(ranked, key=lambda item: item[0])
+    return hit, judgement, context
+
+
+# -- findings -----------------------------------------------------------------------------
+
+
+def _where(hit: TemplateHit, context: ReleaseContext) -> str:
+    """``SGLang 0.5.23, sglang.srt.server_args (ServerArgs.check)``."""
+    template = hit.template
+    if template.source == "libraries":
+        library = template.id.rsplit("-", 1)[0]
+        release = f"{library} {template.versions[0]}" if template.versions else library
+    else:
+        release = f"{context.name} {_release_words(template.versions, context)}"
+    return f"{release}, {template.module} ({template.function})"
+
+
+def _release_words(versions: Sequence[str], context: ReleaseContext) -> str:
+    if context.version in versions:
+        return context.version or ""
+    if not versions:
+        return "(no release)"
+    span = versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+    return span
+
+
+def _finding(
+    hit: TemplateHit, judgement: Judgement, context: ReleaseContext, candidate: Candidate
+) -> Finding:
+    template = hit.template
+    where = _where(hit, context)
+    fix = derive_fix(hit.message, hit.values, context, template.text)
+    raised = f"raised as {template.exception}" if template.exception else "logged as an error"
+    explanation = [
+        f"Derived from the engine's source, {where}: the decisive message matches a message "
+        f"this code writes ({raised}" + (", on the start-up path)." if template.startup else ")."),
+        f"The message: `{candidate.text.strip()[:300]}`.",
+    ]
+    if hit.cut_short:
+        explanation.append(
+            "The log shows only the start of this message (its first line, or a copy cut "
+            "short); the source continues: "
+            f"`{template.text[:300]}`."
+        )
+    if template.source != "libraries" and context.version not in template.versions:
+        explanation.append(_version_sentence(template.versions, context))
+    bound = {k: v for k, v in hit.values.items() if v and len(v) <= 120}
+    if bound:
+        explanation.append(
+            "Values in it: " + ", ".join(f"{k} = `{v}`" for k, v in bound.items()) + "."
+        )
+    explanation += fix.sentences
+    explanation.append(
+        "The cause is read from the engine's source alone, not from a hand-written signature: "
+        "treat it as a lead."
+    )
+    return Finding(
+        id="f0",
+        signature=template.id,
+        category=judgement.category or "unknown",
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=_title(template.exception, hit.message, context, template.source),
+        explanation=" ".join(explanation),
+        confidence=Confidence.LOW,
+        evidence=[candidate.evidence],
+        patch=fix.patch,
+        patch_note=" ".join(fix.notes) or None,
+        next_checks=fix.checks,
+        phase=candidate.phase,
+        applies_to=_applies_to(template.versions, context, template.source),
+        tier="engine_source",
+        raised_in=where,
+    )
+
+
+def _version_sentence(versions: Sequence[str], context: ReleaseContext) -> str:
+    shown = context.shown or "not shown in the log"
+    return (
+        f"The log's {context.name} version ({shown}) does not write this message as mined; "
+        f"releases {_release_words(versions, context)} do: the match is weaker."
+    )
+
+
+def _applies_to(versions: Sequence[str], context: ReleaseContext, source: str) -> str | None:
+    if source == "libraries" or not versions:
+        return None
+    first, last = versions[0], versions[-1]
+    return f"{context.name} {first}" if first == last else f"{context.name} {first} to {last}"
+
+
+def _title(exception: str | None, message: str, context: ReleaseContext, source: str) -> str:
+    text = " ".join(message.split())
+    text = re.sub(r"^(?:[\w.]+(?:Error|Exception): )+", "", text)
+    short = text if len(text) <= 110 else text[:109] + "…"
+    who = "A library under the engine" if source == "libraries" else context.name
+    return f"{who} stopped: {short}"
+
+
+# -- fixes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class DerivedFix:
+    """What a message tells the user to change, checked against the release's tables."""
+
+    patch: Patch | None = None
+    sentences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+
+def derive_fix(
+    message: str, values: dict[str, str], context: ReleaseContext, template: str = ""
+) -> DerivedFix:
+    """The settings ``message`` names, each checked against ``context``'s release: a flag the
+    release no longer has is replaced by its successor (or left out), a value must be one the
+    option accepts, a variable must be one the engine reads."""
+    fix = DerivedFix()
+    args_add: list[str] = []
+    args_remove: list[str] = []
+    env_set: dict[str, str] = {}
+    table = context.table()
+    if table is not None:
+        for setting in _SET_FLAG.finditer(message):
+            args_add += _flag_setting(setting, table, context, fix)
+        for removal in _REMOVE_FLAG.finditer(message):
+            flag = removal.group("flag")
+            if table.lookup(flag).outcome == "exact" and flag not in args_remove:
+                fix.sentences.append(f"The fix it names: remove `{flag}`.")
+                args_remove.append(flag)
+        for hole, bound in values.items():
+            _bound_choice(hole, bound, template, table, fix)
+    for name, value in _env_settings(message):
+        checked = _env_setting(name, value, context, fix)
+        if checked is not None:
+            env_set[name] = checked
+    if args_add or env_set or args_remove:
+        fix.patch = Patch(args_add=args_add, env_set=env_set, args_remove=args_remove)
+    elif not fix.notes:
+        fix.notes.append(
+            "The message names no setting this release accepts: no configuration change is "
+            "derived from it."
+        )
+    return fix
+
+
+def _flag_setting(
+    setting: re.Match[str], table: mined.FlagTable, context: ReleaseContext, fix: DerivedFix
+) -> list[str]:
+    flag, value, verb = setting.group("flag"), setting.group("value"), setting.group("verb")
+    lookup = table.lookup(flag)
+    release = f"{context.name} {context.version}"
+    if lookup.outcome not in ("exact",):
+        history = mined.flag_history(context.engine, flag, context.version or "")
+        successors = list(history.successors) if history else list(lookup.candidates)
+        if len(successors) == 1 and table.lookup(successors[0]).outcome == "exact":
+            fix.sentences.append(
+                f"The message names `{flag}`, which {release} no longer has: it became "
+                f"`{successors[0]}`."
+            )
+            flag, lookup = successors[0], table.lookup(successors[0])
+        elif successors:
+            fix.sentences.append(
+                f"The message names `{flag}`, which {release} no longer has (a stale message): "
+                f"its successors are {', '.join(f'`{s}`' for s in successors)}; set the one "
+                "that fits by hand."
+            )
+            return []
+        else:
+            close = table.close_flags(flag)
+            hint = f" (did you mean {', '.join(f'`{c}`' for c in close)}?)" if close else ""
+            fix.sentences.append(
+                f"The message names `{flag}`, which {release} does not have{hint}: it is left out "
+                "of the fix."
+            )
+            return []
+    option = lookup.option
+    assert option is not None
+    if value is None or option.nargs == 0 or option.action in _NO_VALUE_ACTIONS:
+        if option.nargs == 0 or option.action in _NO_VALUE_ACTIONS:
+            fix.sentences.append(f"The fix it names: add `{flag}`.")
+            return [flag]
+        default = f" (default {option.default})" if option.default is not None else ""
+        fix.notes.append(f"Set by hand: {verb.lower()} `{flag}`{default}.")
+        return []
+    value = value.rstrip(".")
+    if option.choices and value not in {str(c) for c in option.choices}:
+        fix.notes.append(
+            f"The message suggests `{flag} {value}`, which is not one of its values in "
+            f"{release} ({', '.join(str(c) for c in option.choices)}): set it by hand."
+        )
+        return []
+    if not _fits_type(value, option.type):
+        return []
+    fix.sentences.append(f"The fix it names, checked against {release}'s flags: `{flag} {value}`.")
+    return [flag, value]
+
+
+def _fits_type(value: str, kind: str | None) -> bool:
+    try:
+        if kind == "int":
+            int(value)
+        elif kind == "float":
+            float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _bound_choice(
+    name: str, value: str, template: str, table: mined.FlagTable, fix: DerivedFix
+) -> None:
+    """A hole named after an option with choices, in a template that names the option too,
+    holding a value it does not accept but is close to one it does: the valid values and the
+    nearest (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing)."""
+    option = next((o for o in table.options if o.dest == name and o.choices), None)
+    if option is None or not value:
+        return
+    mentioned = name in fixed_text(template) or any(f in template for f in option.flags)
+    choices = [str(c) for c in option.choices or ()]
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    if not mentioned or value in choices or not close:
+        return
+    fix.sentences.append(
+        f"`{value}` is not a value of `{option.flags[0]}` in {table.engine} {table.version}: it "
+        f"accepts {', '.join(f'`{c}`' for c in choices[:30])}; the nearest is `{close[0]}`."
+    )
+
+
+def fixed_text(template: str) -> str:
+    return " ".join(fixed_runs(template))
+
+
+def _env_settings(message: str) -> list[tuple[str, str | None]]:
+    found: dict[str, str | None] = {}
+    for setting in _SET_ENV.finditer(message):
+        value = setting.group("value")
+        found[setting.group("name")] = value.rstrip(".") if value else None
+    for name in _ENV_NAME.findall(message):
+        found.setdefault(name, None)
+    return list(found.items())
+
+
+def _env_setting(
+    name: str, value: str | None, context: ReleaseContext, fix: DerivedFix
+) -> str | None:
+    declared = mined.env_vars(context.engine).get(name)
+    if declared is None:
+        return None
+    facts = f"`{name}` ({declared.type}" + (
+        f", default `{declared.default}`)" if declared.default is not None else ")"
+    )
+    if declared.choices:
+        facts += f", one of {', '.join(f'`{c}`' for c in declared.choices)}"
+    if value is None:
+        fix.sentences.append(f"The message names the environment variable {facts}.")
+        return None
+    valid = (
+        (declared.type != "bool" or value in _BOOL_VALUES)
+        and (not declared.choices or value in declared.choices)
+        and _fits_type(value, declared.type)
+    )
+    if not valid:
+        fix.notes.append(f"The message suggests `{name}={value}`, which {facts} does not accept.")
+        return None
+    fix.sentences.append(f"The fix it names: set {facts} to `{value}`.")
+    return value
+
+
+# -- argparse ------------------------------------------------------------------------------
+
+
+def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding | None:
+    """argparse's own errors read against the release's flag table: a removed or renamed flag
+    with its successor, an ambiguous prefix with its candidates, a near miss's "did you mean".
+    (A bad choice needs nothing more: argparse prints the valid ones, and the signature for it
+    says so.)"""
+    table = context.table()
+    if table is None:
+        return None
+    text = candidate.text.strip()
+    unrecognized = _ARGPARSE_UNRECOGNIZED.search(text)
+    ambiguous = _ARGPARSE_AMBIGUOUS.search(text)
+    if unrecognized:
+        fix = _unrecognized_fix(unrecognized.group("args").split(), table, context)
+    elif ambiguous:
+        fix = _ambiguous_fix(ambiguous.group("flag"), table, context)
+    else:
+        return None
+    if fix is None:
+        return None
+    title, sentences, patch = fix
+    where = f"{context.name} {context.version}, launch flags ({table.parser.parser_class})"
+    explanation = [
+        f"Derived from the engine's source, {where}: argparse stopped the server before "
+        "anything loaded (status 2; under Restart= every attempt fails the same way).",
+        *sentences,
+    ]
+    if context.shown is None:
+        explanation.append(
+            f"The log shows no {context.name} version: the flags are read from {context.version}, "
+            "the newest release mined; `--engine-version` names the installed one."
+        )
+    elif context.shown != context.version:
+        explanation.append(
+            f"The log shows {context.name} {context.shown}; the nearest release mined is "
+            f"{context.version}."
+        )
+    return Finding(
+        id="f0",
+        signature=f"argparse-{context.engine}-flags",
+        category="launch_args",
+        severity=Severity.CRITICAL,
+        role=Role.ROOT_CAUSE,
+        title=title,
+        explanation=" ".join(explanation),
+        confidence=Confidence.MEDIUM,
+        evidence=[candidate.evidence],
+        patch=patch,
+        patch_note=None if patch else "Change the flag in ExecStart by hand (see above).",
+        next_checks=[
+            f"`{'python -m sglang.launch_server' if context.engine == 'sglang' else 'vllm serve'}"
+            " --help` with the installed version lists its flags."
+        ],
+        phase=candidate.phase,
+        tier="engine_source",
+        raised_in=where,
+    )
+
+
+_Fix = tuple[str, list[str], Patch | None]
+
+
+def _unrecognized_fix(
+    tokens: list[str], table: mined.FlagTable, context: ReleaseContext
+) -> _Fix | None:
+    release = f"{context.name} {context.version}"
+    sentences: list[str] = []
+    remove: list[str] = []
+    add: list[str] = []
+    named: list[str] = []
+    for position, token in enumerate(tokens):
+        if not token.startswith("--"):
+            continue
+        flag, _, inline = token.partition("=")
+        following = tokens[position + 1] if position + 1 < len(tokens) else ""
+        value = inline or (following if following and not following.startswith("-") else "")
+        if table.lookup(flag).outcome in ("exact", "abbreviation"):
+            continue
+        named.append(flag)
+        history = mined.flag_history(context.engine, flag, context.version or "")
+        if history is not None and history.kind == "renamed" and len(history.successors) == 1:
+            successor = history.successors[0]
+            sentences.append(f"`{flag}` was renamed to `{successor}` by {release}.")
+            remove.append(flag)
+            add += [successor, value] if value else [successor]
+        elif history is not None and history.successors:
+            listed = ", ".join(f"`{s}`" for s in history.successors)
+            sentences.append(
+                f"`{flag}` was split in {release} into {listed}: set the one that fits by hand."
+            )
+        elif history is not None:
+            sentences.append(f"`{flag}` was removed by {release}: drop it.")
+            remove.append(flag)
+        else:
+            close = table.close_flags(flag)
+            if close:
+                listed = ", ".join(f"`{c}`" for c in close)
+                sentences.append(f"`{flag}` is not a flag of {release}; did you mean {listed}?")
+            else:
+                sentences.append(
+                    f"`{flag}` is not a flag of {release}, nor of the releases before."
+                )
+    if not sentences or not named:
+        return None
+    title = f"`{named[0]}` is not a flag of {release}" + (
+        f" (renamed to `{add[0]}`)" if add and add[0].startswith("--") else ""
+    )
+    patch = Patch(args_remove=remove, args_add=add) if remove else None
+    return title, sentences, patch
+
+
+def _ambiguous_fix(flag: str, table: mined.FlagTable, context: ReleaseContext) -> _Fix | None:
+    """Only a prefix that was a whole flag before adds to what the log says (its candidates
+    are in the message, and the signature for it reads them from there)."""
+    lookup = table.lookup(flag)
+    history = mined.flag_history(context.engine, flag, context.version or "")
+    if lookup.outcome != "ambiguous" or history is None:
+        return None
+    release = f"{context.name} {context.version}"
+    listed = ", ".join(f"`{c}`" for c in lookup.candidates)
+    sentences = [
+        f"`{flag}` is not a whole flag of {release}: argparse reads it as an abbreviation of "
+        f"{listed} and cannot choose.",
+        f"`{flag}` was a flag before; {release} {history.kind} it.",
+        "Spell out the one you mean.",
+    ]
+    return f"`{flag}` is ambiguous in {release}", sentences, None

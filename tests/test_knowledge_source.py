@@ -1,0 +1,287 @@
+"""The engine-source tier: the decisive message matched against the mined templates of the
+release that printed it, with its category, bound values and a fix checked against that
+release's tables; never a finding on a healthy log, nothing loaded when a signature decides."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.models import Confidence, Diagnosis, Evidence, Finding
+from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
+from diagnose.knowledge import source_index
+from diagnose.knowledge.mined import template_rows
+from diagnose.knowledge.source_index import (
+    SOURCES,
+    SourceIndex,
+    build_index,
+    builtin_index,
+    match_message,
+)
+from diagnose.knowledge.source_tier import (
+    ReleaseContext,
+    builtin_knowledge,
+    derive_fix,
+    engine_source_findings,
+)
+from diagnose.library import engine_for
+from diagnose.render import render
+from tests.conftest import REPO, builtin_library, primary
+
+HEALTHY = sorted(
+    [
+        *(REPO / "fixtures/samples/healthy").iterdir(),
+        *(REPO / "fixtures/reasoning").glob("healthy-*"),
+        *(REPO / "benchmarks/accuracy/healthy").glob("*.yaml"),
+    ]
+)
+
+# A message of SGLang 0.5.17-0.5.18 (sglang/srt/entrypoints/engine.py) that no hand signature
+# or known issue names; it tells the user which flag to set.
+WEIGHT_CACHE_DAEMON = """\
+Mar 04 10:00:00 gpu-node-07 python3[4101]: [2026-03-04 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', dp_size=2)
+Mar 04 10:00:01 gpu-node-07 python3[4101]: Traceback (most recent call last):
+Mar 04 10:00:01 gpu-node-07 python3[4101]:   File "/opt/venv/lib/python3.11/site-packages/sglang/srt/entrypoints/engine.py", line 412, in _launch_weight_cache_daemons
+Mar 04 10:00:01 gpu-node-07 python3[4101]: ValueError: Weight cache daemon mode does not support dp_size > 1. Please set --dp-size 1 when using --weight-cache-mode daemon.
+Mar 04 10:00:02 gpu-node-07 systemd[1]: sglang.service: Main process exited, code=exited, status=1/FAILURE
+"""
+# SGLang 0.5.23's MegaMoE check (sglang/srt/arg_groups/mega_moe_hook.py) still tells the
+# user to lower --cuda-graph-max-bs, a flag that release split into -decode and -prefill.
+STALE_FLAG = """\
+[2026-03-04 10:00:00] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V4', tp_size=8)
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/mega_moe_hook.py", line 88, in validate_mega_moe_token_budget
+ValueError: DeepSeekV4 with MegaMoE requires SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK to cover the largest decode / verify forward on one rank. Current values: largest decode graph bucket x tokens per request = 1024, SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=512. Raise the env var to at least 1024 or lower --cuda-graph-max-bs / --max-running-requests / --speculative-num-draft-tokens.
+"""
+SIGNATURE_DECIDES = """\
+Mar 04 10:00:01 gpu-node-07 python3[4101]: [2026-03-04 10:00:01] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use
+Mar 04 10:00:01 gpu-node-07 systemd[1]: sglang.service: Main process exited, code=exited, status=1/FAILURE
+"""
+
+
+def _diagnose(text: str, version: tuple[str, str] | None = None) -> Diagnosis:
+    engine = engine_for(builtin_library(), engine_version=version)
+    log = LogInput.from_text(text, "test.log")
+    run_logs(engine, [log])
+    return engine.finish(inputs=[log.summary()])
+
+
+def _cause(text: str, version: tuple[str, str] | None = None) -> Finding:
+    found = primary(_diagnose(text, version))
+    assert found is not None
+    return found
+
+
+def _view(*messages: str, engine: str | None = "sglang", version: str | None = None):
+    candidates = tuple(
+        Candidate(text=m, evidence=Evidence(source="x.log", line=n + 1, text=m))
+        for n, m in enumerate(messages)
+    )
+    return IncidentView(candidates, engine, version, None)
+
+
+def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
+    for source in SOURCES:
+        shipped = builtin_index(source)
+        assert shipped is not None, source
+        built = SourceIndex(build_index(source, template_rows(source)))
+        assert shipped.versions == built.versions
+        assert shipped._keys == built._keys, f"{source}: run scripts/build_source_index.py"
+        assert shipped.rows() == built.rows(), f"{source}: run scripts/build_source_index.py"
+
+
+def test_an_engine_message_no_signature_knows_gives_a_sourced_finding_with_a_checked_fix() -> None:
+    cause = _cause(WEIGHT_CACHE_DAEMON, ("sglang", "0.5.17"))
+    assert cause.tier == "engine_source"
+    assert cause.category == "launch_args"
+    assert cause.confidence is Confidence.LOW
+    assert cause.raised_in is not None
+    assert cause.raised_in.startswith("SGLang 0.5.17, sglang.srt.entrypoints.engine")
+    assert "Derived from the engine's source, SGLang 0.5.17" in cause.explanation
+    assert cause.patch is not None and cause.patch.args_add == ["--dp-size", "1"]
+    assert any("does not support dp_size > 1" in e.text for e in cause.evidence)
+
+
+def test_holes_are_bound_and_a_stale_flag_is_mapped_to_its_successors_never_offered() -> None:
+    cause = _cause(STALE_FLAG, ("sglang", "0.5.23"))
+    assert cause.tier == "engine_source"
+    assert cause.raised_in and "SGLang 0.5.23, sglang.srt.arg_groups.mega_moe_hook" in (
+        cause.raised_in
+    )
+    assert "model_label = `DeepSeekV4`" in cause.explanation
+    assert "decode_tokens = `1024`" in cause.explanation
+    assert "`--cuda-graph-max-bs-decode`, `--cuda-graph-max-bs-prefill`" in cause.explanation
+    assert "no longer has" in cause.explanation
+    offered = cause.patch.args_add if cause.patch else []
+    assert "--cuda-graph-max-bs" not in offered
+    # the variable it names, with the type and default the release declares
+    assert "`SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK` (int, default" in (
+        cause.explanation
+    )
+
+
+def test_the_same_message_on_a_release_that_has_the_flag_sets_it() -> None:
+    message = "ValueError: Please set --dp-size 1 when using --weight-cache-mode daemon."
+    fix = derive_fix(message, {}, ReleaseContext("sglang", "0.5.17", "0.5.17"))
+    assert fix.patch is not None and fix.patch.args_add == ["--dp-size", "1"]
+    stale = derive_fix(
+        "lower --cuda-graph-max-bs to 64", {}, ReleaseContext("sglang", "0.5.23", None)
+    )
+    assert stale.patch is None
+    assert any("--cuda-graph-max-bs-decode" in s for s in stale.sentences)
+    kept = derive_fix(
+        "lower --cuda-graph-max-bs to 64", {}, ReleaseContext("sglang", "0.5.16", None)
+    )
+    assert kept.patch is not None and kept.patch.args_add == ["--cuda-graph-max-bs", "64"]
+
+
+def test_a_hole_named_after_an_option_suggests_its_nearest_value_only_where_the_text_names_it() -> (
+    None
+):
+    context = ReleaseContext("sglang", "0.5.18", "0.5.18")
+    template = (
+        "KV4 MLA expects attention_backend to be one of {choices}, but got {attention_backend}"
+    )
+    message = "KV4 MLA expects attention_backend to be one of ['flashmla'], but got flashinfr"
+    fix = derive_fix(message, {"attention_backend": "flashinfr"}, context, template)
+    assert any("the nearest is `flashinfer`" in s for s in fix.sentences)
+    tensor = derive_fix(
+        "MSA supports bf16 or fp8_e4m3fn Q, got torch.float32",
+        {"dtype": "torch.float32"},
+        context,
+        "MSA supports bf16 or fp8_e4m3fn Q, got {dtype}",
+    )
+    assert tensor.sentences == []
+
+
+def test_an_unrecognized_renamed_flag_names_its_successor_and_keeps_its_value() -> None:
+    log = "launch_server.py: error: unrecognized arguments: --nsa-decode-backend flashmla\n"
+    cause = _cause(log, ("sglang", "0.5.23"))
+    assert cause.tier == "engine_source" and cause.category == "launch_args"
+    assert "renamed to `--dsa-decode-backend`" in cause.explanation
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["--nsa-decode-backend"]
+    assert cause.patch.args_add == ["--dsa-decode-backend", "flashmla"]
+
+
+def test_an_unrecognized_near_miss_gets_did_you_mean() -> None:
+    cause = _cause("launch_server.py: error: unrecognized arguments: --tp-szie 2\n", None)
+    assert "did you mean `--tp-size`" in cause.explanation
+    assert cause.patch is None
+
+
+def test_a_generic_template_matches_only_a_whole_message() -> None:
+    rows = [
+        {
+            "id": "demo-000000000001",
+            "text": "Bad value: {value}",
+            "exception": "ValueError",
+            "level": "error",
+            "kind": "raise",
+            "module": "demo.config",
+            "function": "check",
+            "startup": True,
+            "versions": ["1.0"],
+        }
+    ]
+    index = SourceIndex(build_index("demo", rows))
+    [row] = index.rows()
+    assert row.generic
+    assert [h.values for h in match_message(index, "ValueError: Bad value: 7")] == [{"value": "7"}]
+    assert match_message(index, "while loading the model: Bad value: 7") == []
+
+
+def test_a_message_cut_short_matches_the_start_of_its_template_only_from_its_beginning() -> None:
+    rows = [
+        {
+            "id": "demo-000000000002",
+            "text": "Loaded weights leave no room under --frac={frac}.\nRaise --frac above {low:float}.",
+            "exception": "ValueError",
+            "level": "error",
+            "kind": "raise",
+            "module": "demo.memory",
+            "function": "profile",
+            "startup": True,
+            "versions": ["1.0"],
+        }
+    ]
+    index = SourceIndex(build_index("demo", rows))
+    [hit] = match_message(index, "ValueError: Loaded weights leave no room under --frac=0.88.")
+    assert hit.cut_short and hit.values == {"frac": "0.88"}
+    [whole] = match_message(
+        index, "ValueError: Loaded weights leave no room under --frac=0.88. Raise --frac above 0.9."
+    )
+    assert not whole.cut_short and whole.values == {"frac": "0.88", "low": "0.9"}
+    assert match_message(index, "args: Loaded weights leave no room under --frac=0.88") == []
+    assert match_message(index, "Loaded weights leave no room under --frac=" + "x, " * 30) == []
+
+
+def test_wrappers_are_never_the_decisive_message() -> None:
+    wrapper = "Scheduler hit an exception: Traceback (most recent call last):"
+    judged = [builtin_knowledge().judge(h) for h in match_message(builtin_index("sglang"), wrapper)]
+    assert judged and all(j.role == "wrapper" for j in judged)
+    assert engine_source_findings(_view(wrapper)) == []
+    cause = (
+        "ValueError: Weight cache daemon mode does not support dp_size > 1. Please set "
+        "--dp-size 1 when using --weight-cache-mode daemon."
+    )
+    [found] = engine_source_findings(_view(wrapper, cause, version="0.5.17"))
+    assert "does not support dp_size" in found.evidence[0].text
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=lambda p: p.name)
+def test_no_finding_from_this_tier_on_a_healthy_log(path: Path) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".yaml":
+        text = yaml.safe_load(text)["log"]
+    diagnosis = _diagnose(text)
+    assert [f.signature for f in diagnosis.findings if f.tier == "engine_source"] == []
+    # and every line of it handed to the tier directly, as if the server had failed
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert engine_source_findings(_view(*lines, engine=None)) == []
+
+
+def test_nothing_is_loaded_when_a_hand_signature_decides() -> None:
+    source_index.builtin_index.cache_clear()
+    cause = _cause(SIGNATURE_DECIDES)
+    assert cause.tier == "signature" and cause.category == "port_in_use"
+    assert source_index.builtin_index.cache_info().currsize == 0
+
+
+def test_reports_say_where_in_the_engine_the_message_comes_from() -> None:
+    diagnosis = _diagnose(WEIGHT_CACHE_DAEMON, ("sglang", "0.5.17"))
+    words = "derived from the engine's source, SGLang 0.5.17, sglang.srt.entrypoints.engine"
+    assert words in " ".join(render(diagnosis, "text").split())
+    assert words in render(diagnosis, "markdown")
+    finding = json.loads(render(diagnosis, "json"))["findings"][0]
+    assert finding["tier"] == "engine_source"
+    assert finding["raised_in"].startswith("SGLang 0.5.17, sglang.srt.entrypoints.engine")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git for a clean tree")
+def test_the_built_wheel_carries_the_knowledge_files(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        pytest.skip(f"no wheel could be built here: {built.stderr.strip()[-200:]}")
+    [wheel] = tmp_path.glob("diagnose-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for source in SOURCES:
+        assert f"diagnose/_knowledge/source-index/{source}.idx" in names
+        assert f"diagnose/_knowledge/mined/{source}/templates.jsonl.gz" in names
+    assert "diagnose/_knowledge/engine-source-rules.yaml" in names
+    assert "diagnose/_knowledge/overrides.yaml" in names
+    assert "diagnose/_knowledge/mined/sglang/flags/0.5.23.json" in names
