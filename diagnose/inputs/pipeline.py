@@ -55,6 +55,36 @@ def run_logs(
                 warn(warning)
 
 
+def run_logs_by_host(
+    new_engine: Callable[[], Engine],
+    logs: list[LogInput],
+    warn: Warn | None = None,
+    progress: Progress | None = None,
+) -> dict[str | None, Engine]:
+    """Like :func:`run_logs`, but one engine per host named in the lines (journalctl's short
+    formats name it in their fourth field); the scanner is shared. A line without a host
+    (a traceback's continuation, a plain log) goes with the last host of its input; an
+    input without host names is the one group ``None``."""
+    engines: dict[str | None, Engine] = {}
+    probe = new_engine()
+    needles = probe.needles()
+    scanner = NeedleScanner(needles, backend=_backend_for(logs)) if needles else None
+    first_seq = 0
+    for log in logs:
+        host: str | None = None
+        for event in events(log, scanner, first_seq, progress):
+            host = event.first.host or host
+            engine = engines.get(host)
+            if engine is None:
+                engine = engines[host] = probe if not engines else new_engine()
+            engine.feed(event)
+        first_seq += log.lines
+        for warning in log.warnings:
+            if warn is not None:
+                warn(warning)
+    return engines or {None: probe}
+
+
 HEAD_ENTRIES = 256
 """The first entries are always read whole: they tell the engine and the launch arguments."""
 
