@@ -78,6 +78,13 @@ HangAfterOption = Annotated[
     str | None,
     typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),
 ]
+SkewOption = Annotated[
+    str | None,
+    typer.Option(
+        "--clock-skew",
+        help="Clock skew between hosts to allow for when ordering their failures (default 30s).",
+    ),
+]
 NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
 EngineVersionOption = Annotated[
     str | None,
@@ -155,14 +162,17 @@ def file_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    clock_skew: SkewOption = None,
 ) -> None:
-    """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
+    """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
+    Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
     diagnosis = diagnose_files(
         paths or [],
         signature_dirs or [],
         _duration(hang_after, "--hang-after"),
         _warn,
         engine_version=_engine_version(engine_version),
+        skew_tolerance_s=_duration(clock_skew, "--clock-skew"),
     )
     report.emit(diagnosis, fmt.value, output, no_redact)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))

@@ -28,7 +28,7 @@ def diagnose_files(
     warn: Warn,
     engine_version: tuple[str, str] | None = None,
     knowledge: bool = True,
-    skew_tolerance_s: float = DEFAULT_SKEW_TOLERANCE_S,
+    skew_tolerance_s: float | None = None,
 ) -> Diagnosis:
     """Read every input in turn, one engine per host the lines name, so one diagnosis covers
     each host (several hosts: per-host reports and a fleet summary, see core/fleet.py);
@@ -63,7 +63,10 @@ def diagnose_files(
         per_host = {
             host or "(no host)": engine.finish(inputs=[]) for host, engine in engines.items()
         }
-        diagnosis = summarize_fleet(per_host, skew_tolerance_s)
+        diagnosis = summarize_fleet(
+            per_host,
+            DEFAULT_SKEW_TOLERANCE_S if skew_tolerance_s is None else skew_tolerance_s,
+        )
         diagnosis = diagnosis.model_copy(update={"inputs": inputs, "notes": notes})
     if sum(i.records for i in diagnosis.inputs) == 0:
         names = ", ".join(log.name for log in logs)

@@ -43,7 +43,7 @@ def summarize_fleet(
         finding = per_host[report.host].finding(report.primary)
         if finding is not None:
             groups.setdefault(finding.signature, []).append(report)
-    findings = []
+    findings: list[FleetFinding] = []
     for signature, members in groups.items():
         finding = per_host[members[0].host].finding(members[0].primary)
         assert finding is not None

@@ -63,26 +63,29 @@ def run_logs_by_host(
 ) -> dict[str | None, Engine]:
     """Like :func:`run_logs`, but one engine per host named in the lines (journalctl's short
     formats name it in their fourth field); the scanner is shared. A line without a host
-    (a traceback's continuation, a plain log) goes with the last host of its input; an
-    input without host names is the one group ``None``."""
-    engines: dict[str | None, Engine] = {}
-    probe = new_engine()
-    needles = probe.needles()
+    (a traceback's continuation, a plain log such as nvidia-smi output) goes with the last
+    host read; lines before the first host name go with that first host; inputs without
+    any host name are the one group ``None``."""
+    unnamed = new_engine()
+    engines: dict[str | None, Engine] = {None: unnamed}
+    needles = unnamed.needles()
     scanner = NeedleScanner(needles, backend=_backend_for(logs)) if needles else None
     first_seq = 0
+    host: str | None = None
     for log in logs:
-        host: str | None = None
         for event in events(log, scanner, first_seq, progress):
             host = event.first.host or host
             engine = engines.get(host)
             if engine is None:
-                engine = engines[host] = probe if not engines else new_engine()
+                # the first host takes the lines read before it
+                engine = engines.pop(None) if None in engines else new_engine()
+                engines[host] = engine
             engine.feed(event)
         first_seq += log.lines
         for warning in log.warnings:
             if warn is not None:
                 warn(warning)
-    return engines or {None: probe}
+    return engines
 
 
 HEAD_ENTRIES = 256

@@ -9,6 +9,7 @@ from diagnose.render.common import (
     PHASE_WORDS,
     TIER_WORDS,
     action_lines,
+    host_rows,
     patch_lines,
     seen,
     summary,
@@ -120,6 +121,20 @@ def _fix_section(finding: Finding) -> list[str]:
     return out
 
 
+def _host_table(diagnosis: Diagnosis) -> list[str]:
+    """Fleet reports: one row per host; the sections below are the decisive host's."""
+    out = ["## Hosts", "", "| host | state | root cause | fix |", "|---|---|---|---|"]
+    out += [f"| {' | '.join(inline(cell) for cell in row)} |" for row in host_rows(diagnosis)]
+    fleet = diagnosis.fleet
+    if fleet and fleet.primary_host:
+        out += [
+            "",
+            f"The sections below are {inline(fleet.primary_host)}'s, the host that failed first "
+            f"on its own (clock skew allowed: {fleet.skew_tolerance_s:g} s).",
+        ]
+    return [*out, ""]
+
+
 def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
     primary = diagnosis.finding(diagnosis.primary)
     title = f"Postmortem: {inline(primary.title)}" if primary else "Diagnosis: no failure found"
@@ -138,6 +153,8 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
         for i in diagnosis.inputs
     ]
     out.append("")
+    if diagnosis.hosts is not None:
+        out += _host_table(diagnosis)
     timeline = sorted(
         ((e, f) for f in diagnosis.findings for e in f.evidence if e.timestamp),
         key=lambda pair: pair[0].timestamp,  # type: ignore[arg-type,return-value]

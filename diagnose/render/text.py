@@ -8,6 +8,7 @@ from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
+from rich.table import Table
 from rich.text import Text
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
@@ -16,6 +17,7 @@ from diagnose.render.common import (
     SEVERITY_STYLE,
     TIER_WORDS,
     action_lines,
+    host_rows,
     patch_lines,
     seen,
     summary,
@@ -133,6 +135,21 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> RenderableTy
     return Group(*parts)
 
 
+def _host_table(diagnosis: Diagnosis) -> Table:
+    """Fleet reports: one row per host; the decisive host's report follows."""
+    fleet = diagnosis.fleet
+    caption = (
+        f"Report below: {fleet.primary_host} (clock skew allowed: {fleet.skew_tolerance_s:g} s)"
+        if fleet and fleet.primary_host
+        else None
+    )
+    table = Table("host", "state", "root cause", "fix", caption=caption, caption_justify="left")
+    for host, state, cause, fix in host_rows(diagnosis):
+        style = {"healthy": "green", "symptom": "yellow"}.get(state, "red")
+        table.add_row(Text(host), Text(state, style=style), Text(cause), Text(fix))
+    return table
+
+
 def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
     buffer = io.StringIO()
     console = Console(
@@ -145,6 +162,8 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         soft_wrap=False,
     )
     console.print(Text(summary(diagnosis), style="bold"))
+    if diagnosis.hosts is not None:
+        console.print(_host_table(diagnosis))
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None:
         console.print(
