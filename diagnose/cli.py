@@ -214,6 +214,7 @@ def journal_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    clock_skew: SkewOption = None,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -233,6 +234,7 @@ def journal_command(
         gpu=not no_gpu,
         user=user,
         engine_version=_engine_version(engine_version),
+        clock_skew=_duration(clock_skew, "--clock-skew"),
     )
     result = diagnose_journal(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from diagnose.core.fleet import summarize_fleet
 from diagnose.core.models import Diagnosis
+from diagnose.runs.journal import JournalOptions, diagnose_journal
+from tests import journalgen
 from tests.conftest import invoke
 
 FLEET = Path("fixtures/fleet")
@@ -81,3 +86,56 @@ def test_summary_of_healthy_hosts_names_them_all() -> None:
     report = summarize_fleet({"b": Diagnosis(), "a": Diagnosis()})
     assert report.fleet is not None
     assert (report.fleet.primary, report.fleet.healthy) == (None, ["a", "b"])
+
+
+# -- journal-remote: one journal file per sending host ---------------------------------------------
+
+needs_journal_remote = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl (apt-get install systemd-journal-remote)",
+)
+
+
+def _remote_directory(directory: Path, fixtures: list[str]) -> Path:
+    """What journal-remote writes: one journal file per host, in one directory."""
+    directory.mkdir()
+    for name in fixtures:
+        text = (journalgen.FIXTURES / name).read_text()
+        entries = journalgen.entries_from_short(text, journalgen.UNIT, seed=name)
+        journalgen.write_journal(entries, directory / f"{Path(name).name.split('.')[0]}.journal")
+    return directory
+
+
+@needs_journal_remote
+@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
+def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader) -> None:
+    if reader == "systemd-python":
+        pytest.importorskip("systemd.journal")
+    fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
+    directory = _remote_directory(
+        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
+    )
+    options = JournalOptions(unit="sglang-qwen", directory=directory, reader=reader, gpu=False)
+    report = diagnose_journal(options, [], None, lambda _: None).diagnosis
+    assert report.fleet is not None and report.hosts is not None
+    assert [(f.category, f.hosts) for f in report.fleet.findings] == [
+        ("gpu_oom", ["gpu-node-21", "gpu-node-22"])
+    ]
+    assert report.fleet.healthy == ["gpu-node-07"]
+    assert [h.state for h in report.hosts] == ["healthy", "failed", "failed"]
+
+
+@needs_journal_remote
+def test_a_two_node_journal_names_the_node_that_failed_first(tmp_path: Path) -> None:
+    directory = _remote_directory(
+        tmp_path / "remote", [f.removeprefix("fixtures/") for f in TWO_NODES]
+    )
+    result = invoke(
+        ["journal", "-u", "sglang-qwen", "-D", str(directory), "-f", "json", "--no-gpu"]
+    )
+    assert result.exit_code == 1
+    fleet = json.loads(result.stdout)["fleet"]
+    by_host = {f["hosts"][0]: f for f in fleet["findings"]}
+    assert fleet["primary"] == by_host["gpu-node-08"]["id"]
+    assert by_host["gpu-node-07"]["role"] == "symptom"
+    assert by_host["gpu-node-07"]["caused_by"] == by_host["gpu-node-08"]["id"]
