@@ -55,12 +55,24 @@ def test_a_node_waiting_for_a_crashed_peer_is_its_symptom(in_repo) -> None:
     assert (waiting["role"], waiting["caused_by"]) == ("symptom", primary["id"])
     assert report["primary"] == report["hosts"][1]["primary"]  # gpu-node-08's own primary
     assert report["fleet"]["skew_tolerance_s"] == 30.0
+    assert {h["deployment"] for h in report["hosts"]} == {"10.20.0.7:5000"}
 
 
 def test_clock_skew_beyond_the_gap_leaves_both_as_causes(in_repo) -> None:
     _, report = _json([*TWO_NODES, "--clock-skew", "15m"])
     assert {f["role"] for f in report["fleet"]["findings"]} == {"root_cause"}
     assert report["fleet"]["skew_tolerance_s"] == 900.0
+
+
+def test_a_node_of_another_deployment_is_not_linked(in_repo, tmp_path: Path) -> None:
+    other = tmp_path / "node1-other-deployment.log"
+    text = Path(TWO_NODES[1]).read_text()
+    other.write_text(
+        text.replace("dist_init_addr='10.20.0.7:5000'", "dist_init_addr='10.20.9.9:5000'")
+    )
+    _, report = _json([TWO_NODES[0], str(other)])
+    assert [h["deployment"] for h in report["hosts"]] == ["10.20.0.7:5000", "10.20.9.9:5000"]
+    assert {f["role"] for f in report["fleet"]["findings"]} == {"root_cause"}
 
 
 def test_one_host_keeps_the_single_host_report(in_repo) -> None:

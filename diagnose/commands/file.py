@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
-from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
+from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs_by_host
@@ -63,9 +63,13 @@ def diagnose_files(
         per_host = {
             host or "(no host)": engine.finish(inputs=[]) for host, engine in engines.items()
         }
+        deployments = {
+            host or "(no host)": deployment_of(engine.facts) for host, engine in engines.items()
+        }
         diagnosis = summarize_fleet(
             per_host,
             DEFAULT_SKEW_TOLERANCE_S if skew_tolerance_s is None else skew_tolerance_s,
+            deployments,
         )
         diagnosis = diagnosis.model_copy(update={"inputs": inputs, "notes": notes})
     if sum(i.records for i in diagnosis.inputs) == 0:

@@ -17,7 +17,16 @@ WAITING_CATEGORIES = frozenset({"dist_init_hang", "start_timeout"})
 DEFAULT_SKEW_TOLERANCE_S = 30.0
 
 
-def _host_report(host: str, diagnosis: Diagnosis) -> HostReport:
+def deployment_of(facts: dict[str, object]) -> str | None:
+    """The deployment a host's launch arguments name: SGLang's ``dist_init_addr`` when
+    ``nnodes`` > 1 (the rendezvous every node of it shares); None when single-node or unsaid."""
+    address = facts.get("dist_init_addr")
+    if str(facts.get("nnodes", "1")) not in ("", "1") and address not in (None, "None"):
+        return str(address)
+    return None
+
+
+def _host_report(host: str, diagnosis: Diagnosis, deployment: str | None) -> HostReport:
     primary = diagnosis.finding(diagnosis.primary)
     stamps = [e.timestamp for e in (primary.evidence if primary else []) if e.timestamp]
     return HostReport(
@@ -28,16 +37,22 @@ def _host_report(host: str, diagnosis: Diagnosis) -> HostReport:
         engine=diagnosis.engine,
         phase_reached=diagnosis.phase_reached,
         attempts=diagnosis.attempts,
+        deployment=deployment,
         first_failure=min(stamps) if stamps else None,
     )
 
 
 def summarize_fleet(
-    per_host: dict[str, Diagnosis], skew_tolerance_s: float = DEFAULT_SKEW_TOLERANCE_S
+    per_host: dict[str, Diagnosis],
+    skew_tolerance_s: float = DEFAULT_SKEW_TOLERANCE_S,
+    deployments: dict[str, str | None] | None = None,
 ) -> Diagnosis:
     """One report over several hosts. Its top-level ``primary`` and ``findings`` are those of
-    the fleet primary's host, so consumers of the single-host contract see the decisive one."""
-    reports = [_host_report(host, d) for host, d in sorted(per_host.items())]
+    the fleet primary's host, so consumers of the single-host contract see the decisive one.
+    ``deployments`` names each host's multi-node deployment, when its launch arguments say:
+    a waiting host is then only linked to an earlier failure in its own deployment."""
+    known = deployments or {}
+    reports = [_host_report(host, d, known.get(host)) for host, d in sorted(per_host.items())]
     groups: dict[str, list[HostReport]] = {}
     for report in reports:
         finding = per_host[report.host].finding(report.primary)
@@ -59,7 +74,8 @@ def summarize_fleet(
                 first_seen=min(stamps) if stamps else None,
             )
         )
-    findings = _link_waiting(findings, timedelta(seconds=skew_tolerance_s))
+    deployment = {r.host: r.deployment for r in reports}
+    findings = _link_waiting(findings, timedelta(seconds=skew_tolerance_s), deployment)
     causes = [f for f in findings if f.role is Role.ROOT_CAUSE]
     decisive = min(causes, key=_order) if causes else None
     primary_host = decisive.hosts[0] if decisive else None
@@ -84,9 +100,20 @@ def _order(finding: FleetFinding) -> tuple[bool, object]:
     return (finding.first_seen is None, finding.first_seen)
 
 
-def _link_waiting(findings: list[FleetFinding], skew: timedelta) -> list[FleetFinding]:
+def _shares_deployment(a: FleetFinding, b: FleetFinding, deployment: dict[str, str | None]) -> bool:
+    """Whether a host of ``a`` and one of ``b`` can be one deployment (unknown: they can)."""
+    return any(
+        deployment[x] is None or deployment[y] is None or deployment[x] == deployment[y]
+        for x in a.hosts
+        for y in b.hosts
+    )
+
+
+def _link_waiting(
+    findings: list[FleetFinding], skew: timedelta, deployment: dict[str, str | None]
+) -> list[FleetFinding]:
     """A waiting failure that began after another host's own error (beyond the skew
-    tolerance) is that error's symptom."""
+    tolerance), on a host that can be of the same deployment, is that error's symptom."""
     own = [f for f in findings if f.category not in WAITING_CATEGORIES and f.first_seen]
     linked = []
     for finding in findings:
@@ -97,6 +124,7 @@ def _link_waiting(findings: list[FleetFinding], skew: timedelta) -> list[FleetFi
             and finding.first_seen
             and f.first_seen
             and f.first_seen + skew < finding.first_seen
+            and _shares_deployment(finding, f, deployment)
         ]
         if earlier:
             cause = min(earlier, key=_order)

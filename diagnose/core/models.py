@@ -204,6 +204,9 @@ class HostReport(_Frozen):
     engine: str | None = None
     phase_reached: str | None = None
     attempts: int = 0
+    deployment: str | None = Field(
+        default=None, description="The multi-node rendezvous address its launch names, if any."
+    )
     first_failure: Timestamp | None = Field(
         default=None, description="When the host's primary finding was first seen."
     )
