@@ -12,12 +12,17 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
 
     ``mode`` defaults to what the umask allows for a new file. Raises ``OSError``; the
     temporary file never outlives a failure."""
+    write_bytes_atomically(path, text.encode("utf-8"), mode)
+
+
+def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) -> None:
+    """:func:`write_atomically` for bytes."""
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
     try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(descriptor, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         if mode is None:
