@@ -99,6 +99,13 @@ HangAfterOption = Annotated[
     str | None,
     typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),
 ]
+SkewOption = Annotated[
+    str | None,
+    typer.Option(
+        "--clock-skew",
+        help="Clock skew between hosts to allow for when ordering their failures (default 30s).",
+    ),
+]
 NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
 EngineVersionOption = Annotated[
     str | None,
@@ -201,8 +208,10 @@ def file_command(
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
+    clock_skew: SkewOption = None,
 ) -> None:
-    """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
+    """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
+    Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
     from diagnose.commands.file import diagnose_files
     from diagnose.runs import output as report
 
@@ -212,6 +221,7 @@ def file_command(
         _duration(hang_after, "--hang-after"),
         _warn,
         engine_version=_engine_version(engine_version),
+        skew_tolerance_s=_duration(clock_skew, "--clock-skew"),
     )
     _emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
@@ -271,6 +281,7 @@ def journal_command(
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
+    clock_skew: SkewOption = None,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -295,6 +306,7 @@ def journal_command(
         gpu=not no_gpu,
         user=user,
         engine_version=_engine_version(engine_version),
+        clock_skew=_duration(clock_skew, "--clock-skew"),
     )
     result = diagnose_journal(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn

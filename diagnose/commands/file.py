@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from diagnose.core.errors import UserError
+from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
 from diagnose.core.split import UnitSplitter
 from diagnose.inputs.files import LogInput
-from diagnose.inputs.pipeline import run_logs
+from diagnose.inputs.pipeline import run_logs_by_host
 from diagnose.library import engine_for, load_library
 from diagnose.render.terminal import terminal
 
@@ -26,8 +27,10 @@ def diagnose_files(
     warn: Warn,
     engine_version: tuple[str, str] | None = None,
     knowledge: bool = True,
+    skew_tolerance_s: float | None = None,
 ) -> Diagnosis:
-    """Read every input in turn through one engine, so one diagnosis covers them all;
+    """Read every input in turn, one engine per host the lines name, so one diagnosis covers
+    each host (several hosts: per-host reports and a fleet summary, see core/fleet.py);
     ``knowledge=False`` leaves out the tiers below the hand signatures."""
     if not arguments:
         if sys.stdin.isatty():
@@ -37,20 +40,40 @@ def diagnose_files(
             )
         arguments = ["-"]
     library = load_library(signature_dirs)
-    engine = UnitSplitter(
-        lambda: engine_for(
-            library, hang_after=hang_after, engine_version=engine_version, knowledge=knowledge
+
+    def new_engine() -> UnitSplitter:
+        return UnitSplitter(
+            lambda: engine_for(
+                library, hang_after=hang_after, engine_version=engine_version, knowledge=knowledge
+            )
         )
-    )
+
     logs = [LogInput.from_argument(argument) for argument in arguments]
     with _progress_bar(logs) as progress:
-        run_logs(engine, logs, warn, progress)
-    for signature_id, reason in engine.skipped.items():
+        engines = run_logs_by_host(new_engine, logs, warn, progress)
+    skipped = {sid: why for engine in engines.values() for sid, why in engine.skipped.items()}
+    for signature_id, reason in skipped.items():
         warn(f"{signature_id}: {reason}")
-    diagnosis = engine.finish(inputs=[log.summary() for log in logs])
-    notes = [w for log in logs for w in log.warnings] + diagnosis.notes
-    notes += [f"signature {sid} skipped: {reason}" for sid, reason in engine.skipped.items()]
-    diagnosis = diagnosis.model_copy(update={"notes": notes})
+    notes = [w for log in logs for w in log.warnings]
+    notes += [f"signature {sid} skipped: {reason}" for sid, reason in skipped.items()]
+    inputs = [log.summary() for log in logs]
+    if len(engines) == 1:
+        diagnosis = next(iter(engines.values())).finish(inputs=inputs)
+        diagnosis = diagnosis.model_copy(update={"notes": notes + diagnosis.notes})
+    else:
+        per_host = {
+            host or "(no host)": engine.finish(inputs=[]) for host, engine in engines.items()
+        }
+        deployments = {
+            host or "(no host)": deployment_of(engine.engine.facts)
+            for host, engine in engines.items()
+        }
+        diagnosis = summarize_fleet(
+            per_host,
+            DEFAULT_SKEW_TOLERANCE_S if skew_tolerance_s is None else skew_tolerance_s,
+            deployments,
+        )
+        diagnosis = diagnosis.model_copy(update={"inputs": inputs, "notes": notes})
     if sum(i.records for i in diagnosis.inputs) == 0:
         names = ", ".join(log.name for log in logs)
         raise UserError(

@@ -278,6 +278,49 @@ class Timeline(_Frozen):
     )
 
 
+class HostReport(_Frozen):
+    """One host's own diagnosis in a report over several hosts."""
+
+    host: str
+    state: Literal["failed", "healthy"]
+    primary: str | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    engine: str | None = None
+    phase_reached: str | None = None
+    attempts: int = 0
+    deployment: str | None = Field(
+        default=None, description="The multi-node rendezvous address its launch names, if any."
+    )
+    first_failure: Timestamp | None = Field(
+        default=None, description="When the host's primary finding was first seen."
+    )
+
+
+class FleetFinding(_Frozen):
+    """One root cause across hosts: hosts sharing it are named together."""
+
+    id: str
+    signature: str
+    category: str
+    title: str
+    role: Role
+    caused_by: str | None = None
+    hosts: list[str]
+    first_seen: Timestamp | None = None
+
+
+class Fleet(_Frozen):
+    """The summary over every host: the decisive finding and the healthy hosts."""
+
+    primary: str | None = None
+    primary_host: str | None = None
+    findings: list[FleetFinding] = Field(default_factory=list)
+    healthy: list[str] = Field(default_factory=list)
+    skew_tolerance_s: float = Field(
+        default=30.0, description="Clock skew between hosts allowed for when ordering failures."
+    )
+
+
 class Diagnosis(_Frozen):
     schema_version: int = SCHEMA_VERSION
     tool: ToolInfo = Field(default_factory=ToolInfo)
@@ -304,6 +347,12 @@ class Diagnosis(_Frozen):
         default_factory=list,
         description="When the input holds several units: one diagnosis per unit (the report's "
         "own fields then describe the first unit with a failure). Empty for one unit.",
+    )
+    hosts: list[HostReport] | None = Field(
+        default=None, description="Per-host diagnoses; only when the input holds several hosts."
+    )
+    fleet: Fleet | None = Field(
+        default=None, description="Findings across hosts; only when the input holds several hosts."
     )
 
     def finding(self, finding_id: str | None) -> Finding | None:

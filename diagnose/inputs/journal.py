@@ -184,11 +184,21 @@ class Backend(Protocol):
         """Boot IDs, oldest first."""
         ...
 
+    def hosts(self) -> list[str]:
+        """The host names the journal holds entries of, sorted."""
+        ...
+
 
 @dataclass
 class JournalLocation:
     files: list[Path] = field(default_factory=list)
     directory: Path | None = None
+    host: str | None = None
+    """Only this host's entries (``_HOSTNAME``): one host of a journal-remote directory."""
+
+    def matches(self, group: list[str]) -> list[str]:
+        """A match group limited to the location's host, if it has one."""
+        return [*group, f"_HOSTNAME={self.host}"] if self.host else group
 
     def describe(self) -> str:
         if self.files:
@@ -244,7 +254,7 @@ class PythonBackend:
             for i, group in enumerate(groups):
                 if i:
                     reader.add_disjunction()
-                for match in group:
+                for match in self.location.matches(group):
                     reader.add_match(match)
             if reverse:
                 if until is not None:
@@ -357,6 +367,14 @@ class PythonBackend:
         finally:
             reader.close()
 
+    def hosts(self) -> list[str]:
+        reader = self._open()
+        try:
+            names = reader.query_unique("_HOSTNAME")
+            return sorted({n.decode() if isinstance(n, bytes) else str(n) for n in names})
+        finally:
+            reader.close()
+
 
 class JournalctlBackend:
     """``journalctl -o json`` in a subprocess, with the same matches on its command line."""
@@ -402,7 +420,7 @@ class JournalctlBackend:
         for i, group in enumerate(groups):
             if i:
                 command.append("+")
-            command += group
+            command += self.location.matches(group)
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
         )
@@ -460,6 +478,12 @@ class JournalctlBackend:
             self.last_skipped_us = int(stamp.group(1)) if stamp else self.last_skipped_us
         for index in chosen:
             yield batch[index]
+
+    def hosts(self) -> list[str]:
+        result = subprocess.run(
+            [*self._base(), "--field=_HOSTNAME"], capture_output=True, text=True, check=False
+        )
+        return sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
 
     def boots(self) -> list[str]:
         result = subprocess.run(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from diagnose.core.engine import Engine
 from diagnose.core.records import Event
@@ -45,6 +45,9 @@ class Feedable(Protocol):
     def feed(self, event: Event) -> None: ...
 
 
+FeedableT = TypeVar("FeedableT", bound=Feedable)
+
+
 def run_logs(
     engine: Feedable,
     logs: list[LogInput],
@@ -63,6 +66,39 @@ def run_logs(
         for warning in log.warnings:
             if warn is not None:
                 warn(warning)
+
+
+def run_logs_by_host(
+    new_engine: Callable[[], FeedableT],
+    logs: list[LogInput],
+    warn: Warn | None = None,
+    progress: Progress | None = None,
+) -> dict[str | None, FeedableT]:
+    """Like :func:`run_logs`, but one engine per host named in the lines (journalctl's short
+    formats name it in their fourth field); the scanner is shared. A line without a host
+    (a traceback's continuation, a plain log such as nvidia-smi output) goes with the last
+    host read; lines before the first host name go with that first host; inputs without
+    any host name are the one group ``None``."""
+    unnamed = new_engine()
+    engines: dict[str | None, FeedableT] = {None: unnamed}
+    needles = unnamed.needles()
+    scanner = NeedleScanner(needles, backend=_backend_for(logs)) if needles else None
+    first_seq = 0
+    host: str | None = None
+    for log in logs:
+        for event in events(log, scanner, first_seq, progress):
+            host = event.first.host or host
+            engine = engines.get(host)
+            if engine is None:
+                # the first host takes the lines read before it
+                engine = engines.pop(None) if None in engines else new_engine()
+                engines[host] = engine
+            engine.feed(event)
+        first_seq += log.lines
+        for warning in log.warnings:
+            if warn is not None:
+                warn(warning)
+    return engines
 
 
 HEAD_ENTRIES = 256

@@ -159,3 +159,29 @@ def places(evidence: list[Evidence]) -> str:
 
     lines = all(e.line is not None for e in evidence)
     return ("lines " if lines else "") + ", ".join(place(e) for e in evidence)
+
+
+def host_rows(diagnosis: Diagnosis) -> list[tuple[str, str, str, str]]:
+    """One row per host of a fleet report: host, state, root cause, fix."""
+    fleet = diagnosis.fleet
+    by_id = {f.id: f for f in fleet.findings} if fleet else {}
+    rows = []
+    for host in diagnosis.hosts or []:
+        finding = next((f for f in host.findings if f.id == host.primary), None)
+        if finding is None:
+            rows.append((host.host, "healthy", "", ""))
+            continue
+        shared = next((f for f in by_id.values() if host.host in f.hosts), None)
+        cause = finding.title
+        state = "failed"
+        if shared is not None and shared.caused_by in by_id:
+            upstream = by_id[shared.caused_by]
+            cause = f"{finding.title}: waited for {', '.join(upstream.hosts)} ({upstream.title})"
+            state = "symptom"
+            rows.append((host.host, state, cause, f"fix {', '.join(upstream.hosts)} first"))
+            continue
+        fix = "; ".join(
+            [*action_lines(finding), *(patch_lines(finding.patch) if finding.patch else [])]
+        )
+        rows.append((host.host, state, cause, fix or finding.patch_note or ""))
+    return rows

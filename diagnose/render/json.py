@@ -6,4 +6,5 @@ from diagnose.core.models import Diagnosis
 
 
 def render_json(diagnosis: Diagnosis, **_: object) -> str:
-    return diagnosis.model_dump_json(indent=2) + "\n"
+    single_host = {"hosts", "fleet"} if diagnosis.hosts is None else None
+    return diagnosis.model_dump_json(indent=2, exclude=single_host) + "\n"

@@ -18,6 +18,7 @@ from diagnose.render.common import (
     action_lines,
     apply_commands,
     evidence_groups,
+    host_rows,
     patch_lines,
     places,
     seen,
@@ -298,6 +299,20 @@ def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
     return out
 
 
+def _host_table(diagnosis: Diagnosis) -> list[str]:
+    """Fleet reports: one row per host; the sections below are the decisive host's."""
+    out = ["## Hosts", "", "| host | state | root cause | fix |", "|---|---|---|---|"]
+    out += [f"| {' | '.join(inline(cell) for cell in row)} |" for row in host_rows(diagnosis)]
+    fleet = diagnosis.fleet
+    if fleet and fleet.primary_host:
+        out += [
+            "",
+            f"The sections below are {inline(fleet.primary_host)}'s, the host that failed first "
+            f"on its own (clock skew allowed: {fleet.skew_tolerance_s:g} s).",
+        ]
+    return [*out, ""]
+
+
 def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
     primary = diagnosis.finding(diagnosis.primary)
     title = f"Postmortem: {inline(primary.title)}" if primary else "Diagnosis: no failure found"
@@ -316,6 +331,8 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
         for i in diagnosis.inputs
     ]
     out.append("")
+    if diagnosis.hosts is not None:
+        out += _host_table(diagnosis)
     out += _timeline_section(diagnosis)
     if primary:
         out += ["## Root cause", "", *_finding_section(primary, diagnosis, "###")]

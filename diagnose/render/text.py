@@ -12,6 +12,7 @@ import io
 from rich.console import Console, RenderableType
 from rich.padding import Padding
 from rich.rule import Rule
+from rich.table import Table
 from rich.text import Text
 
 from diagnose.core.models import Diagnosis, Finding, Role
@@ -21,6 +22,7 @@ from diagnose.render.common import (
     action_lines,
     apply_commands,
     evidence_groups,
+    host_rows,
     patch_lines,
     places,
     seen,
@@ -150,6 +152,21 @@ def _print(console: Console, parts: list[RenderableType]) -> None:
         console.print(part, soft_wrap=isinstance(part, Verbatim))
 
 
+def _host_table(diagnosis: Diagnosis) -> Table:
+    """Fleet reports: one row per host; the decisive host's report follows."""
+    fleet = diagnosis.fleet
+    caption = (
+        f"Report below: {fleet.primary_host} (clock skew allowed: {fleet.skew_tolerance_s:g} s)"
+        if fleet and fleet.primary_host
+        else None
+    )
+    table = Table("host", "state", "root cause", "fix", caption=caption, caption_justify="left")
+    for host, state, cause, fix in host_rows(diagnosis):
+        style = {"healthy": "green", "symptom": "yellow"}.get(state, "red")
+        table.add_row(Text(host), Text(state, style=style), Text(cause), Text(fix))
+    return table
+
+
 def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_: object) -> str:
     buffer = io.StringIO()
     console = Console(
@@ -162,6 +179,8 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         soft_wrap=False,
     )
     console.print(Text(summary(diagnosis), style="bold"))
+    if diagnosis.hosts is not None:
+        console.print(_host_table(diagnosis))
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None:
         console.print(

@@ -4,12 +4,13 @@ real journal, scoped to the failed start, patched against the unit that really r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from diagnose.core.dropin import DROPIN_NAME, Fix, fix_id
 from diagnose.core.errors import UserError
+from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
 from diagnose.core.units import unit_name
@@ -42,6 +43,8 @@ class JournalOptions:
     """A unit of the user's service manager (``systemctl --user``)."""
     engine_version: tuple[str, str] | None = None
     """The engine and version the log came from, given by the user."""
+    clock_skew: float | None = None
+    """Clock skew between hosts allowed for when ordering their failures (None: 30 s)."""
 
 
 @dataclass
@@ -99,8 +102,47 @@ def diagnose_journal(
 ) -> JournalResult:
     query = journal_query(options)
     backend = source.open_backend(query.location, options.reader)
+    hosts = backend.hosts() if options.files or options.directory else []
+    if len(hosts) > 1:
+        return _diagnose_hosts(hosts, query, options, signature_dirs, hang_after, warn)
     scope = source.choose(query, backend)
     return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
+
+
+def _diagnose_hosts(
+    hosts: list[str],
+    query: source.JournalQuery,
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Say,
+) -> JournalResult:
+    """A journal of several hosts (journal-remote's directory): the single-host diagnosis
+    once per host that ran the unit, summed up into fleet findings."""
+    results: dict[str, JournalResult] = {}
+    for host in hosts:
+        location = replace(query.location, host=host)
+        host_query = replace(query, location=location)
+        backend = source.open_backend(location, options.reader)
+        try:
+            scope = source.choose(host_query, backend)
+            result = diagnose_scope(scope, host_query, options, signature_dirs, hang_after, warn)
+        except UserError:
+            continue  # this host has no entries of the unit
+        results[host] = result
+    if len(results) <= 1:
+        scope = source.choose(query, source.open_backend(query.location, options.reader))
+        return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
+    diagnosis = summarize_fleet(
+        {host: r.diagnosis for host, r in results.items()},
+        DEFAULT_SKEW_TOLERANCE_S if options.clock_skew is None else options.clock_skew,
+    )
+    decisive = (
+        results[diagnosis.fleet.primary_host]
+        if diagnosis.fleet and diagnosis.fleet.primary_host
+        else next(iter(results.values()))
+    )
+    return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
 
 
 def diagnose_scope(

@@ -43,8 +43,9 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
 
 
 def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:
-    """1 when a finding reaches ``fail_on`` severity, else 0 (the contract's table)."""
+    """1 when a finding reaches ``fail_on`` severity, on any host, else 0 (the contract's table)."""
     threshold = Severity(fail_on).rank
-    if any(f.severity.rank >= threshold for f in diagnosis.findings):
+    findings = [*diagnosis.findings, *(f for h in diagnosis.hosts or [] for f in h.findings)]
+    if any(f.severity.rank >= threshold for f in findings):
         return ExitCode.FINDINGS
     return ExitCode.OK

@@ -1,0 +1,153 @@
+"""Saved logs of several hosts: diagnosed host by host, summed up into fleet findings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diagnose.core.fleet import summarize_fleet
+from diagnose.core.models import Diagnosis
+from diagnose.runs.journal import JournalOptions, diagnose_journal
+from tests import journalgen
+from tests.conftest import invoke
+
+FLEET = Path("fixtures/fleet")
+HEALTHY = "fixtures/incidents/healthy-sglang.journal.txt"  # host gpu-node-07, reached ready
+TWO_NODES = [str(FLEET / "node0-store-timeout.journal.txt"), str(FLEET / "node1-oom.journal.txt")]
+
+
+def _json(args: list[str]) -> tuple[int, dict]:
+    result = invoke(["file", *args, "-f", "json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_hosts_sharing_a_cause_are_one_fleet_finding(in_repo) -> None:
+    code, report = _json([HEALTHY, *map(str, sorted(FLEET.glob("gpu-node-2*-oom.journal.txt")))])
+    assert code == 1
+    fleet = report["fleet"]
+    assert [(f["category"], f["role"], f["hosts"]) for f in fleet["findings"]] == [
+        ("gpu_oom", "root_cause", ["gpu-node-21", "gpu-node-22"])
+    ]
+    assert fleet["healthy"] == ["gpu-node-07"]
+    states = {h["host"]: (h["state"], h["findings"] == []) for h in report["hosts"]}
+    assert states == {
+        "gpu-node-07": ("healthy", True),
+        "gpu-node-21": ("failed", False),
+        "gpu-node-22": ("failed", False),
+    }
+    # old consumers read the decisive host's report at the top level
+    assert fleet["primary_host"] == "gpu-node-21"
+    assert report["findings"][0]["category"] == "gpu_oom"
+
+
+def test_a_node_waiting_for_a_crashed_peer_is_its_symptom(in_repo) -> None:
+    code, report = _json(TWO_NODES)
+    assert code == 1
+    findings = {f["id"]: f for f in report["fleet"]["findings"]}
+    primary = findings[report["fleet"]["primary"]]
+    assert primary["hosts"] == ["gpu-node-08"]
+    assert primary["role"] == "root_cause"
+    (waiting,) = [f for f in findings.values() if f is not primary]
+    assert (waiting["hosts"], waiting["category"]) == (["gpu-node-07"], "dist_init_hang")
+    assert (waiting["role"], waiting["caused_by"]) == ("symptom", primary["id"])
+    assert report["primary"] == report["hosts"][1]["primary"]  # gpu-node-08's own primary
+    assert report["fleet"]["skew_tolerance_s"] == 30.0
+    assert {h["deployment"] for h in report["hosts"]} == {"10.20.0.7:5000"}
+
+
+def test_clock_skew_beyond_the_gap_leaves_both_as_causes(in_repo) -> None:
+    _, report = _json([*TWO_NODES, "--clock-skew", "15m"])
+    assert {f["role"] for f in report["fleet"]["findings"]} == {"root_cause"}
+    assert report["fleet"]["skew_tolerance_s"] == 900.0
+
+
+def test_a_node_of_another_deployment_is_not_linked(in_repo, tmp_path: Path) -> None:
+    other = tmp_path / "node1-other-deployment.log"
+    text = Path(TWO_NODES[1]).read_text()
+    other.write_text(
+        text.replace("dist_init_addr='10.20.0.7:5000'", "dist_init_addr='10.20.9.9:5000'")
+    )
+    _, report = _json([TWO_NODES[0], str(other)])
+    assert [h["deployment"] for h in report["hosts"]] == ["10.20.0.7:5000", "10.20.9.9:5000"]
+    assert {f["role"] for f in report["fleet"]["findings"]} == {"root_cause"}
+
+
+def test_one_host_keeps_the_single_host_report(in_repo) -> None:
+    _, report = _json([TWO_NODES[1]])
+    assert "hosts" not in report and "fleet" not in report
+
+
+def test_text_and_markdown_show_one_row_per_host(in_repo) -> None:
+    text = invoke(["file", *TWO_NODES]).stdout
+    markdown = invoke(["file", *TWO_NODES, "-f", "markdown"]).stdout
+    assert "| gpu-node-07 | symptom |" in markdown and "fix gpu-node-08 first" in markdown
+    assert "| gpu-node-08 | failed |" in markdown
+    assert "gpu-node-07 │ symptom" in text and "gpu-node-08 │ failed" in text
+
+
+def test_a_healthy_fleet_has_no_primary(in_repo) -> None:
+    code, report = _json([HEALTHY, HEALTHY.replace("healthy-sglang", "healthy-sglang")])
+    assert code == 0
+    assert "fleet" not in report  # one host named twice is still one host
+
+
+def test_summary_of_healthy_hosts_names_them_all() -> None:
+    report = summarize_fleet({"b": Diagnosis(), "a": Diagnosis()})
+    assert report.fleet is not None
+    assert (report.fleet.primary, report.fleet.healthy) == (None, ["a", "b"])
+
+
+# -- journal-remote: one journal file per sending host ---------------------------------------------
+
+needs_journal_remote = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl (apt-get install systemd-journal-remote)",
+)
+
+
+def _remote_directory(directory: Path, fixtures: list[str]) -> Path:
+    """What journal-remote writes: one journal file per host, in one directory."""
+    directory.mkdir()
+    for name in fixtures:
+        text = (journalgen.FIXTURES / name).read_text()
+        entries = journalgen.entries_from_short(text, journalgen.UNIT, seed=name)
+        journalgen.write_journal(entries, directory / f"{Path(name).name.split('.')[0]}.journal")
+    return directory
+
+
+@needs_journal_remote
+@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
+def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader) -> None:
+    if reader == "systemd-python":
+        pytest.importorskip("systemd.journal")
+    fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
+    directory = _remote_directory(
+        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
+    )
+    options = JournalOptions(unit="sglang-qwen", directory=directory, reader=reader, gpu=False)
+    report = diagnose_journal(options, [], None, lambda _: None).diagnosis
+    assert report.fleet is not None and report.hosts is not None
+    assert [(f.category, f.hosts) for f in report.fleet.findings] == [
+        ("gpu_oom", ["gpu-node-21", "gpu-node-22"])
+    ]
+    assert report.fleet.healthy == ["gpu-node-07"]
+    assert [h.state for h in report.hosts] == ["healthy", "failed", "failed"]
+
+
+@needs_journal_remote
+def test_a_two_node_journal_names_the_node_that_failed_first(tmp_path: Path) -> None:
+    directory = _remote_directory(
+        tmp_path / "remote", [f.removeprefix("fixtures/") for f in TWO_NODES]
+    )
+    result = invoke(
+        ["journal", "-u", "sglang-qwen", "-D", str(directory), "-f", "json", "--no-gpu"]
+    )
+    assert result.exit_code == 1
+    fleet = json.loads(result.stdout)["fleet"]
+    by_host = {f["hosts"][0]: f for f in fleet["findings"]}
+    assert fleet["primary"] == by_host["gpu-node-08"]["id"]
+    assert by_host["gpu-node-07"]["role"] == "symptom"
+    assert by_host["gpu-node-07"]["caused_by"] == by_host["gpu-node-08"]["id"]
