@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -596,6 +597,12 @@ def main() -> None:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(ExitCode.OK)
+    except OSError as error:
+        if error.errno not in _OUTPUT_ERRNOS:
+            _internal_error(error)
+        report.silence_stdout()  # so that the exit flush does not fail a second time
+        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
+        sys.exit(ExitCode.USER_ERROR)
     except Exception as error:  # the one place an internal error becomes exit 3
         if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
             typer.echo("diagnose: interrupted", err=True)
@@ -609,13 +616,31 @@ def main() -> None:
             if message:  # no message: the help was shown (no arguments given)
                 typer.echo(f"diagnose: error: {message} (help: {command} --help)", err=True)
             sys.exit(ExitCode.USER_ERROR)
-        if _debug:
-            traceback.print_exc()
-        typer.echo(
-            f"diagnose: internal error: {type(error).__name__}: {error}\n"
-            "This is a bug: please report it with the command you ran "
-            "(add --debug for the traceback).",
-            err=True,
-        )
-        sys.exit(ExitCode.INTERNAL_ERROR)
+        _internal_error(error)
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        report.silence_stdout()
+    except OSError as error:
+        report.silence_stdout()
+        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
+        sys.exit(ExitCode.USER_ERROR)
     sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}
+"""Errors of writing the output (a full disk, a closed descriptor): the user's to fix."""
+
+
+def _internal_error(error: BaseException) -> NoReturn:
+    """The one place an internal error becomes exit 3."""
+    if _debug:
+        traceback.print_exc()
+    typer.echo(
+        f"diagnose: internal error: {type(error).__name__}: {error}\n"
+        "This is a bug: please report it with the command you ran "
+        "(add --debug for the traceback).",
+        err=True,
+    )
+    sys.exit(ExitCode.INTERNAL_ERROR)

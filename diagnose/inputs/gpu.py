@@ -68,7 +68,7 @@ def _number(text: str) -> int | None:
     text = text.strip()
     try:
         return int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, nan, inf
         return None
 
 

@@ -111,7 +111,7 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     if lowered.startswith("@"):
         try:
             return datetime.fromtimestamp(float(lowered[1:]), tz=timezone.utc)
-        except ValueError:
+        except (ValueError, OverflowError, OSError):  # not a number, or past any calendar
             pass
     elif lowered == "now":
         return now
@@ -120,7 +120,10 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         return midnight + timedelta(days={"today": 0, "yesterday": -1, "tomorrow": 1}[lowered])
     elif (relative := _RELATIVE.match(lowered)) and relative.group("unit") in _SPANS:
         seconds = float(relative.group("amount")) * _SPANS[relative.group("unit")]
-        return now + timedelta(seconds=seconds if relative.group("sign") == "+" else -seconds)
+        try:
+            return now + timedelta(seconds=seconds if relative.group("sign") == "+" else -seconds)
+        except OverflowError:
+            pass
     else:
         try:
             stamp = datetime.fromisoformat(value)

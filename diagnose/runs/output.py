@@ -18,6 +18,8 @@ def write_report(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     try:
         write_atomically(directory / path.name, text)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory", help="name a file: -o DIR/report.md") from None
     except OSError as error:
         raise UserError(f"{path}: cannot write: {error.strerror}") from None
 
@@ -26,13 +28,40 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
     """Render the diagnosis (redacted unless asked not to) to stdout or ``output``."""
     if not no_redact:
         diagnosis = redact(diagnosis)
-    to_terminal = output is None and sys.stdout.isatty()
+    if output is not None and str(output) == "-":
+        output = None
+    to_terminal = output is None and sys.stdout is not None and sys.stdout.isatty()
     width = os.get_terminal_size().columns if to_terminal else 100
     text = render(diagnosis, fmt, width=width, color=to_terminal)
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         write_report(output, text)
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout, flushed; a closed stdout or a full disk is a user error (exit 2)."""
+    if sys.stdout is None:
+        raise UserError("stdout is closed", help="write the report to a file: -o FILE")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (| head): main exits quietly
+    except (OSError, ValueError) as error:  # ENOSPC, EIO, EBADF; ValueError: closed file
+        silence_stdout()
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UserError(f"cannot write to stdout: {reason}", help="write to a file: -o FILE") from None
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:
