@@ -277,6 +277,7 @@ def watch_command(
         exit_on_finding,
         interactive=sys.stderr.isatty() and output is None,
         echo=lambda line: typer.echo(line, err=True),
+        redact=not no_redact,
     )
     report.emit(diagnosis, fmt.value, output, no_redact)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))

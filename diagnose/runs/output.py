@@ -51,7 +51,9 @@ def write_stdout(text: str) -> None:
     except (OSError, ValueError) as error:  # ENOSPC, EIO, EBADF; ValueError: closed file
         silence_stdout()
         reason = getattr(error, "strerror", None) or str(error)
-        raise UserError(f"cannot write to stdout: {reason}", help="write to a file: -o FILE") from None
+        raise UserError(
+            f"cannot write to stdout: {reason}", help="write to a file: -o FILE"
+        ) from None
 
 
 def silence_stdout() -> None:
