@@ -757,6 +757,11 @@ def _scan_attempts(
     return scope
 
 
+MAX_PUSHED_INVOCATIONS = 16
+"""Past this many invocations the journal's match (one OR term per invocation, tested on
+every entry) costs more than it saves: the unit's entries are read and filtered here."""
+
+
 def read_scope(
     backend: Backend, scope: Scope, source: str, year: int, keep: Keep | None = None
 ) -> Iterator[Record]:
@@ -773,7 +778,11 @@ def read_scope(
     )
     extra = [f"_BOOT_ID={scope.boot}"] if scope.boot else []
     chosen = scope.invocations
-    if all(a.invocation for a in scope.attempts) and not scope.user:
+    if (
+        all(a.invocation for a in scope.attempts)
+        and not scope.user
+        and len(chosen) <= MAX_PUSHED_INVOCATIONS
+    ):
         # the match pushed down to the journal (a user unit's output may lack the ID)
         service = [[f"_SYSTEMD_INVOCATION_ID={i}", *extra] for i in sorted(chosen)]
         unit_groups = [*service, *_manager_groups(scope.unit, scope.boot)]
