@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -68,7 +69,5 @@ def _keep_owner(temporary: str, existing: os.stat_result) -> None:
     try:
         os.chown(temporary, existing.st_uid, existing.st_gid)
     except PermissionError:
-        try:
+        with contextlib.suppress(PermissionError):
             os.chown(temporary, -1, existing.st_gid)
-        except PermissionError:
-            pass

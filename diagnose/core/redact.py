@@ -65,8 +65,8 @@ _KEY = re.compile(
 # ``--api-key VALUE`` / ``--api-key=VALUE``.
 _FLAG = re.compile(r"(?<![A-Za-z0-9_-])--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,63})(?:=|[ \t]+|$)")
 _LIST_OPEN = re.compile(r"[\[(][ \t]*(?=['\"])")
-_QUOTED = re.compile(r"""(?P<quote>['"])(?P<secret>[^'"\n]{1,%d})(?P=quote)""" % MAX_SECRET)
-_BARE = re.compile(r"""(?P<secret>[^\s'",;)}\]&<>]{1,%d})""" % MAX_SECRET)
+_QUOTED = re.compile(rf"""(?P<quote>['"])(?P<secret>[^'"\n]{{1,{MAX_SECRET}}})(?P=quote)""")
+_BARE = re.compile(rf"""(?P<secret>[^\s'",;)}}\]&<>]{{1,{MAX_SECRET}}})""")
 
 _WRAP = r"(?:\n[ \t]*[A-Za-z0-9_+/=-]{1,200}(?=\n|$))?"
 """The rest of a token that a terminal or a logger wrapped onto a line of its own."""
@@ -108,13 +108,14 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     (
         "authorization",
         re.compile(
-            r"(?i)\b(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?(?:basic[ \t]+|token[ \t]+)?"
+            r"(?i)\b(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?"
+            r"(?:basic[ \t]+|token[ \t]+)?"
             r"(?P<secret>(?!<redacted)(?!bearer\b)[A-Za-z0-9._~+/=-]{8,})"
         ),
     ),
     (
         "url_password",
-        re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{1,%d})@" % MAX_SECRET),
+        re.compile(rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@"),
     ),
 ]
 
@@ -195,15 +196,15 @@ class Redactor:
             if end is None:
                 return self._placeholder("private_key", line) if line.strip() else line
             self._in_pem = False
-            return self._placeholder("private_key", line[: end.start()]) + self.text(
-                line[end.start() :]
-            )
+            body = line[: end.start()]
+            hidden = self._placeholder("private_key", body) if body.strip() else body
+            return hidden + self.text(line[end.start() :])
         awaiting, self._awaiting_value = self._awaiting_value, None
         if awaiting is not None:
             first = re.match(r"[ \t]*(?P<secret>[^\s'\",;)}\]]+)", line)
             if first and _is_secret_value(first.group("secret")):
-                start, end = first.span("secret")
-                line = line[:start] + self._placeholder(awaiting, line[start:end]) + line[end:]
+                begin, stop = first.span("secret")
+                line = line[:begin] + self._placeholder(awaiting, line[begin:stop]) + line[stop:]
         return self.text(line)
 
     def _spans(self, value: str) -> list[tuple[int, int, str]]:

@@ -465,15 +465,29 @@ class JournalctlBackend:
             yield batch[index]
 
     def boots(self) -> list[str]:
-        result = subprocess.run(
-            [*self._base(), "--list-boots"], capture_output=True, text=True, check=False
-        )
+        try:
+            result = subprocess.run(
+                [*self._base(), "--list-boots"],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=LIST_BOOTS_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                f"journalctl --list-boots did not answer within {LIST_BOOTS_TIMEOUT_S}s",
+                help="pass -b with a boot ID, or check journald (systemctl status systemd-journald)",
+            ) from None
         boots = []
         for line in result.stdout.splitlines():
             parts = line.split()
             if len(parts) >= 2 and _BOOT_ID.match(parts[1]):
                 boots.append(parts[1])
         return boots
+
+
+LIST_BOOTS_TIMEOUT_S = 60
 
 
 def open_backend(location: JournalLocation, prefer: str | None = None) -> Backend:
