@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -104,6 +105,8 @@ def load_library(
     directories = [builtin_dir(), *(user_dirs() if include_user_dirs else []), *extra_dirs]
     for directory in directories:
         for signature in load_directory(Path(directory)):
+            if signature.id in by_id and directory != builtin_dir():
+                _say_override(signature.id, Path(directory))
             by_id[signature.id] = signature
     for winner, losers in load_relations().supersedes.items():
         known = by_id.get(winner)
@@ -111,6 +114,18 @@ def load_library(
             supersedes = [*known.supersedes, *(s for s in losers if s not in known.supersedes)]
             by_id[winner] = known.model_copy(update={"supersedes": supersedes})
     return list(by_id.values())
+
+
+_overrides_said: set[tuple[str, Path]] = set()
+
+
+def _say_override(signature_id: str, directory: Path) -> None:
+    """An override of a library signature changes every diagnosis: say so, once, on stderr."""
+    if (signature_id, directory) not in _overrides_said:
+        _overrides_said.add((signature_id, directory))
+        sys.stderr.write(
+            f"diagnose: note: signature {signature_id} from {directory} overrides the library's\n"
+        )
 
 
 def _read_data(path: Path, what: str) -> object:

@@ -204,7 +204,8 @@ def run_watch(
         stream, is_pipe = open_followed(path)
         name = "<stdin>" if path == "-" else path
     watcher = Watcher(engine, name, redactor=Redactor() if redact else None)
-    batches = follow(stream, poll, is_pipe=is_pipe)
+    followed = Path(path) if path not in (None, "-") and not is_pipe else None
+    batches = follow(stream, poll, is_pipe=is_pipe, path=followed)
     exit_on = Severity.ERROR if exit_on_finding else None
     gpus = GpuPoller()
     try:

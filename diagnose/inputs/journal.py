@@ -477,7 +477,7 @@ class JournalctlBackend:
         except subprocess.TimeoutExpired:
             raise UserError(
                 f"journalctl --list-boots did not answer within {LIST_BOOTS_TIMEOUT_S}s",
-                help="pass -b with a boot ID, or check journald (systemctl status systemd-journald)",
+                help="pass -b BOOT_ID, or check journald: systemctl status systemd-journald",
             ) from None
         boots = []
         for line in result.stdout.splitlines():

@@ -24,7 +24,6 @@ import difflib
 import hashlib
 import os
 import re
-import os
 import shlex
 import shutil
 import subprocess
