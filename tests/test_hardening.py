@@ -387,6 +387,7 @@ def test_memory_for_200_attempts_stays_within_a_fixed_bound() -> None:
 
 def test_signatures_lint_finds_a_backtracking_regex() -> None:
     nested = Pattern(needles=["sum="], regex=r"sum=(\d+)+$")
+    linear = Pattern(needles=["sum="], regex=r"sum=(?P<n>\d+)$")
     # quadratic: every start in a long word scans the word (hf-model-not-found before its fix)
     other = r"|Repository Not Found for url: (?P<url>\S+)"
     unanchored = Pattern(
