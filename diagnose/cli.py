@@ -23,6 +23,7 @@ from diagnose.commands.file import diagnose_files
 from diagnose.commands.preflight import PreflightOptions, run_preflight
 from diagnose.commands.watch import run_watch
 from diagnose.core.errors import ExitCode, UserError
+from diagnose.core.redact import Redactor
 from diagnose.core.signature import parse_duration
 from diagnose.core.versions import is_version
 from diagnose.engines import profiles
@@ -383,6 +384,7 @@ def verify_command(
     verification = verify_commands.verify(
         options, compare, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
     )
+    verification = Redactor().value(verification)  # titles and notes come from the log
     if fmt is postmortem_commands.ListFormat.json:
         typer.echo(verification.model_dump_json(indent=2))
     else:

@@ -401,3 +401,23 @@ def test_signatures_lint_finds_a_backtracking_regex() -> None:
     assert backtracking_input(unanchored, ["m is not a local folder\n"]) is not None
     assert backtracking_input(anchored, ["m is not a local folder\n"]) is None
     assert backtracking_input(linear, ["sum=12\n"]) is None
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "[]",
+        '{"findings": [1], "primary": "x"}',
+        '{"findings": [{"id": "a", "evidence": [{"timestamp": "garbage"}]}], "primary": "a"}',
+        '{"findings": [{"id": "a", "signature": 5, "evidence": "x"}], "primary": "a"}',
+        "[" * 100_000,
+    ],
+    ids=["list", "finding-not-object", "bad-time", "wrong-types", "nested"],
+)
+def test_a_malformed_compare_report_is_a_user_error(tmp_path: Path, report: str) -> None:
+    from diagnose.commands import verify
+
+    path = tmp_path / "report.json"
+    path.write_text(report)
+    with pytest.raises(UserError, match="not a diagnose JSON report"):
+        verify._from_report(path, "sglang-qwen.service")
