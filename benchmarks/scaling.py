@@ -2,6 +2,7 @@
 
     python benchmarks/scaling.py                 # attempts 400 -> 4000, tracebacks 200 -> 2000
     python benchmarks/scaling.py --quick         # attempts 100 -> 1000, tracebacks 50 -> 500
+    python benchmarks/scaling.py --journal       # also attempts read from a real journal file
 
 Each input is generated in memory in the real journalctl ``short-precise`` format (the
 attempt is the one of ``fixtures/incidents/qwen-122b-crashloop.journal.txt``: a start, a
@@ -110,9 +111,28 @@ def measure(data: bytes) -> tuple[float, float, Diagnosis]:
     return seconds, peak / (1 << 20), diagnosis
 
 
+def journal_seconds(attempts: int, directory: Path) -> tuple[float, float]:
+    """Seconds and peak MiB of ``diagnose journal --file`` on a real journal file of
+    ``attempts`` attempts (written with systemd-journal-remote, not timed)."""
+    from diagnose.runs.journal import JournalOptions, diagnose_journal
+    from tests.journalgen import entries_from_short, write_journal
+
+    path = directory / f"attempts-{attempts}.journal"
+    write_journal(entries_from_short(attempts_log(attempts).decode(), UNIT), path)
+    options = JournalOptions(unit=UNIT, files=[path], gpu=False)
+    tracemalloc.start()
+    began = time.perf_counter()
+    diagnose_journal(options, [], None, lambda _: None)
+    seconds = time.perf_counter() - began
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return seconds, peak / (1 << 20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tenth of the default sizes")
+    parser.add_argument("--quick", action="store_true", help="a quarter of the default sizes")
+    parser.add_argument("--journal", action="store_true", help="also through a journal file")
     args = parser.parse_args()
     scale = 4 if args.quick else 1
     diagnose_bytes(attempts_log(2))  # load the library outside the timings
@@ -130,6 +150,16 @@ def main() -> None:
             lines = data.count(b"\n")
             print(f"{label:<12} {n:>6} {lines:>7} {seconds:>8.2f} {peak:>9.1f}  {primary}")
         print(f"{label:<12} 10x the input: {results[1] / results[0]:.1f}x the time")
+    if args.journal:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            timed = []
+            for n in (400 // scale, 4000 // scale):
+                seconds, peak = journal_seconds(n, Path(directory))
+                timed.append(seconds)
+                print(f"{'journal':<12} {n:>6} {n * 10:>7} {seconds:>8.2f} {peak:>9.1f}")
+            print(f"{'journal':<12} 10x the input: {timed[1] / timed[0]:.1f}x the time")
 
 
 if __name__ == "__main__":
