@@ -18,6 +18,11 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
     a named pipe) is written in place: renaming over it would replace the device with a file.
     Raises ``OSError`` (``IsADirectoryError`` for a directory); the temporary file never
     outlives a failure."""
+    write_bytes_atomically(path, text.encode("utf-8"), mode)
+
+
+def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) -> None:
+    """:func:`write_atomically` for bytes."""
     target = Path(os.path.realpath(path))
     try:
         existing: os.stat_result | None = os.stat(target)
@@ -26,14 +31,14 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         raise IsADirectoryError(21, "is a directory", str(path))
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        _write_in_place(target, text)
+        _write_in_place(target, content)
         return
     descriptor, temporary = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
     )
     try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(descriptor, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         if mode is None and existing is not None:
@@ -51,12 +56,12 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def _write_in_place(target: Path, text: str) -> None:
+def _write_in_place(target: Path, content: bytes) -> None:
     """A character device or FIFO: opened for writing as it is (never created, never
     truncated: neither has content to keep or lose)."""
     descriptor = os.open(target, os.O_WRONLY | os.O_NOCTTY)
-    with open(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with open(descriptor, "wb") as handle:
+        handle.write(content)
 
 
 def _own_ids() -> tuple[int, int]:

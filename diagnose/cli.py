@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 import traceback
 from enum import Enum
@@ -13,25 +14,11 @@ from typing import Annotated, NoReturn
 import typer
 
 from diagnose import __version__
-from diagnose.commands import hook as hook_commands
-from diagnose.commands import known_issues as known_issues_commands
-from diagnose.commands import new_signature
-from diagnose.commands import postmortem as postmortem_commands
-from diagnose.commands import signatures as signature_commands
-from diagnose.commands import verify as verify_commands
-from diagnose.commands.file import diagnose_files
-from diagnose.commands.preflight import PreflightOptions, run_preflight
-from diagnose.commands.watch import run_watch
 from diagnose.core.errors import ExitCode, UserError
-from diagnose.core.redact import Redactor
-from diagnose.core.signature import parse_duration
-from diagnose.core.versions import is_version
-from diagnose.engines import profiles
-from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
-from diagnose.library import load_library
-from diagnose.runs import output as report
-from diagnose.runs.journal import JournalOptions, diagnose_journal
-from diagnose.runs.journal import apply as apply_dropin
+from diagnose.runs.defaults import POSTMORTEM_DIR, SIGNATURE_DRAFTS_DIR, ListFormat
+
+# Command modules are imported inside the commands that use them: `--help`, `--version` and
+# a JSON report load only what they need (start-up is the speed users feel most).
 
 app = typer.Typer(
     name="diagnose",
@@ -105,6 +92,8 @@ def _warn(message: str) -> None:
 
 
 def _duration(value: str | None, option: str) -> float | None:
+    from diagnose.core.signature import parse_duration
+
     if value is None:
         return None
     try:
@@ -114,6 +103,9 @@ def _duration(value: str | None, option: str) -> float | None:
 
 
 def _engine_version(value: str | None) -> tuple[str, str] | None:
+    from diagnose.core.versions import is_version
+    from diagnose.engines import profiles
+
     if value is None:
         return None
     engine, _, version = value.partition("==")
@@ -159,6 +151,9 @@ def file_command(
     engine_version: EngineVersionOption = None,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin."""
+    from diagnose.commands.file import diagnose_files
+    from diagnose.runs import output as report
+
     diagnosis = diagnose_files(
         paths or [],
         signature_dirs or [],
@@ -212,6 +207,10 @@ def journal_command(
     The last start attempt (the whole restart loop when there is one), with what systemd and
     the kernel logged at that time; the patch is rendered against the unit's real ExecStart.
     """
+    from diagnose.runs import output as report
+    from diagnose.runs.journal import JournalOptions, diagnose_journal
+    from diagnose.runs.journal import apply as apply_dropin
+
     options = JournalOptions(
         unit=unit,
         files=files or [],
@@ -269,6 +268,9 @@ def watch_command(
     no_redact: NoRedactOption = False,
 ) -> None:
     """Follow a start live: phases as they pass, findings the moment they fire."""
+    from diagnose.commands.watch import run_watch
+    from diagnose.runs import output as report
+
     diagnosis = run_watch(
         path,
         unit,
@@ -309,6 +311,8 @@ def hook_install(
     ] = None,
 ) -> None:
     """Add an OnFailure= drop-in to UNIT and the diagnose-postmortem@.service it starts."""
+    from diagnose.commands import hook as hook_commands
+
     result = hook_commands.install(unit, root, diagnose_path)
     for line in hook_commands.describe(result, installing=True):
         typer.echo(f"diagnose: {line}", err=True)
@@ -317,6 +321,8 @@ def hook_install(
 @hook_app.command("remove")
 def hook_remove(unit: HookUnitOption, root: HookRootOption = Path("/")) -> None:
     """Take the hook away (the template too, when no other unit uses it)."""
+    from diagnose.commands import hook as hook_commands
+
     result = hook_commands.remove(unit, root)
     for line in hook_commands.describe(result, installing=False):
         typer.echo(f"diagnose: {line}", err=True)
@@ -327,13 +333,16 @@ def postmortem_write(
     unit: Annotated[str, typer.Option("--unit", "-u", help="The failed unit.")],
     directory: Annotated[
         Path, typer.Option("--dir", help="Where the reports go.")
-    ] = hook_commands.POSTMORTEM_DIR,
+    ] = POSTMORTEM_DIR,
     files: JournalFilesOption = None,
     journal_dir: JournalDirOption = None,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
 ) -> None:
     """Write a Markdown and a JSON postmortem of UNIT's failed start (the hook runs this)."""
+    from diagnose.commands import postmortem as postmortem_commands
+    from diagnose.runs.journal import JournalOptions
+
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
     written = postmortem_commands.write(
         options, directory, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
@@ -347,14 +356,16 @@ def postmortem_write(
 def postmortems_list(
     directory: Annotated[
         Path, typer.Option("--dir", help="Where the reports are.")
-    ] = hook_commands.POSTMORTEM_DIR,
+    ] = POSTMORTEM_DIR,
     fmt: Annotated[
-        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = postmortem_commands.ListFormat.text,
+        ListFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ListFormat.text,
 ) -> None:
     """The postmortems written, newest first: unit, time, and the root cause found."""
+    from diagnose.commands import postmortem as postmortem_commands
+
     rows = postmortem_commands.listing(directory)
-    if fmt is postmortem_commands.ListFormat.json:
+    if fmt is ListFormat.json:
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
@@ -374,18 +385,23 @@ def verify_command(
     journal_dir: JournalDirOption = None,
     boot: BootOption = None,
     fmt: Annotated[
-        postmortem_commands.ListFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = postmortem_commands.ListFormat.text,
+        ListFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ListFormat.text,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
 ) -> None:
     """After a fix: is the last failed start's root cause gone, and did the server reach ready?"""
+    from diagnose.commands import verify as verify_commands
+    from diagnose.runs.journal import JournalOptions
+
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir, boot=boot)
     verification = verify_commands.verify(
         options, compare, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
     )
+    from diagnose.core.redact import Redactor
+
     verification = Redactor().value(verification)  # titles and notes come from the log
-    if fmt is postmortem_commands.ListFormat.json:
+    if fmt is ListFormat.json:
         typer.echo(verification.model_dump_json(indent=2))
     else:
         typer.echo(verify_commands.render_text(verification), nl=False)
@@ -422,6 +438,9 @@ def preflight_command(
 
     Flags, environment, the model's config.json, the GPUs and the port.
     """
+    from diagnose.commands.preflight import PreflightOptions, run_preflight
+    from diagnose.runs import output as report
+
     options = PreflightOptions(
         unit=unit,
         unit_file=unit_file,
@@ -444,6 +463,9 @@ def signatures_list(
     ] = False,
 ) -> None:
     """Every signature: id, category, severity and title."""
+    from diagnose.commands import signatures as signature_commands
+    from diagnose.library import load_library
+
     signatures = load_library(signature_dirs or [])
     if markdown:
         typer.echo(signature_commands.markdown_table(signatures), nl=False)
@@ -461,6 +483,8 @@ def signatures_show(
     signature_dirs: SignatureDirs = None,
 ) -> None:
     """One signature, with its examples."""
+    from diagnose.commands import signatures as signature_commands
+
     typer.echo(signature_commands.show(signature_commands.find(signature_id, signature_dirs or [])))
 
 
@@ -472,6 +496,8 @@ def explain_command(
     signature_dirs: SignatureDirs = None,
 ) -> None:
     """What a signature means, what it changes and how to check it."""
+    from diagnose.commands import signatures as signature_commands
+
     signature = signature_commands.find(signature_id, signature_dirs or [])
     typer.echo(signature_commands.explain(signature), nl=False)
 
@@ -484,6 +510,8 @@ def signatures_test(
     ] = None,
 ) -> None:
     """Run every signature's positive and negative examples."""
+    from diagnose.commands import signatures as signature_commands
+
     failed = passed = expected = 0
     for result in signature_commands.test(directory):
         if result.passed:
@@ -503,6 +531,9 @@ def signatures_test(
 @signatures_app.command("lint")
 def signatures_lint(signature_dirs: SignatureDirs = None) -> None:
     """Check the library for what a reviewer would catch: untested needles and patches."""
+    from diagnose.commands import signatures as signature_commands
+    from diagnose.library import load_library
+
     problems = signature_commands.lint(load_library(signature_dirs or []))
     for problem in problems:
         typer.echo(f"{problem.signature}: {problem.message}")
@@ -520,10 +551,13 @@ def signatures_new(
     ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="Where to write <id>.yaml and <id>.log.")
-    ] = new_signature.DEFAULT_DIR,
+    ] = SIGNATURE_DRAFTS_DIR,
     signature_dirs: SignatureDirs = None,
 ) -> None:
     """Draft a signature and its fixture from an incident log, for you to finish."""
+    from diagnose.commands import new_signature
+    from diagnose.commands.file import diagnose_files
+
     # drafted from what no signature explains, whatever the knowledge tiers would say
     diagnosis = diagnose_files([str(source)], signature_dirs or [], None, _warn, knowledge=False)
     written = new_signature.draft(source, diagnosis, signature_id, out)
@@ -534,6 +568,8 @@ def signatures_new(
 @signatures_app.command("schema")
 def signatures_schema() -> None:
     """The JSON Schema of a signature file, for editors."""
+    from diagnose.commands import signatures as signature_commands
+
     typer.echo(signature_commands.schema(), nl=False)
 
 
@@ -546,6 +582,9 @@ RecordsDirOption = Annotated[
 @known_issues_app.command("lint")
 def known_issues_lint(directory: RecordsDirOption = None) -> None:
     """Check every record: schema, duplicates, examples that reach their record, the index."""
+    from diagnose.commands import known_issues as known_issues_commands
+    from diagnose.knowledge.issue_base import records_dir
+
     problems = known_issues_commands.check(directory or records_dir())
     for problem in problems:
         kind = "error" if problem.error else "warning"
@@ -558,6 +597,9 @@ def known_issues_lint(directory: RecordsDirOption = None) -> None:
 @known_issues_app.command("build")
 def known_issues_build(directory: RecordsDirOption = None) -> None:
     """Write the compiled index and anchors the tool reads (after changing a record)."""
+    from diagnose.commands import known_issues as known_issues_commands
+    from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
+
     where = directory or records_dir()
     count = known_issues_commands.build(where)
     typer.echo(f"wrote {where / INDEX_NAME} and {where / ANCHORS_NAME} ({count} records)")
@@ -566,6 +608,9 @@ def known_issues_build(directory: RecordsDirOption = None) -> None:
 @known_issues_app.command("coverage")
 def known_issues_coverage(directory: RecordsDirOption = None) -> None:
     """Records and distinct threads per engine and category."""
+    from diagnose.commands import known_issues as known_issues_commands
+    from diagnose.knowledge.issue_base import records_dir
+
     typer.echo(known_issues_commands.coverage_table(directory or records_dir()), nl=False)
 
 
@@ -578,6 +623,9 @@ def known_issues_add(
     ] = Path("known-issues-drafts"),
 ) -> None:
     """Draft a record from a log's first unexplained error, for you to finish."""
+    from diagnose.commands import known_issues as known_issues_commands
+    from diagnose.commands.file import diagnose_files
+
     diagnosis = diagnose_files([str(source)], [], None, _warn, knowledge=False)
     written = known_issues_commands.draft(source, diagnosis, thread, out)
     typer.echo(f"wrote {written}")
@@ -603,7 +651,7 @@ def main() -> None:
     except OSError as error:
         if error.errno not in _OUTPUT_ERRNOS:
             _internal_error(error)
-        report.silence_stdout()  # so that the exit flush does not fail a second time
+        _silence_stdout()  # so that the exit flush does not fail a second time
         typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
         sys.exit(ExitCode.USER_ERROR)
     except Exception as error:  # the one place an internal error becomes exit 3
@@ -624,12 +672,22 @@ def main() -> None:
         if sys.stdout is not None:
             sys.stdout.flush()
     except BrokenPipeError:
-        report.silence_stdout()
+        _silence_stdout()
     except OSError as error:
-        report.silence_stdout()
+        _silence_stdout()
         typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
         sys.exit(ExitCode.USER_ERROR)
     sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}

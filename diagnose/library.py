@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
 import os
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -13,11 +16,16 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from diagnose import __version__
+from diagnose.atomic import write_bytes_atomically
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
-from diagnose.core.signature import Architectures, Pattern, Relations, Signature
+from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
 from diagnose.knowledge.tiers import KnownIssueExplainer
 
+CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
+"""Where the parsed library is kept between runs (default: ``$XDG_CACHE_HOME/diagnose``);
+``off`` keeps nothing."""
 EXCLUDE_THREADS_VARIABLE = "DIAGNOSE_EXCLUDE_THREADS"
 """Comma-separated thread URLs whose known-issue records are left out (leave-one-thread-out
 scoring in the accuracy benchmark)."""
@@ -45,15 +53,27 @@ def _location(error: ErrorDetails) -> str:
     return ".".join(str(part) for part in error["loc"]) or "(top level)"
 
 
-def load_file(path: Path) -> Signature:
-    """Load one signature file; the id is the file stem."""
+def _read_bytes(path: Path) -> bytes:
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+        return path.read_bytes()
     except OSError as error:
         raise UserError(f"{path}: cannot read signature file: {error.strerror}") from None
+
+
+def _parse_yaml(path: Path, content: bytes) -> object:
+    try:
+        return yaml.load(content.decode("utf-8"), Loader=_SafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path}: not valid YAML: {detail}") from None
+
+
+def load_file(path: Path) -> Signature:
+    """Load one signature file; the id is the file stem."""
+    return _validate(path, _parse_yaml(path, _read_bytes(path)))
+
+
+def _validate(path: Path, data: object, prevalidated: bool = False) -> Signature:
     if not isinstance(data, dict):
         raise UserError(
             f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}"
@@ -65,7 +85,7 @@ def load_file(path: Path) -> Signature:
             help=f"rename the file to {declared}.yaml or set id: {path.stem}",
         )
     try:
-        return Signature.model_validate(data)
+        return Signature.model_validate(data, context={PREVALIDATED: prevalidated})
     except ValidationError as error:
         first = error.errors()[0]
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
@@ -81,19 +101,68 @@ def signature_files(directory: Path) -> list[Path]:
     )
 
 
+def _cache_dir() -> Path | None:
+    configured = os.environ.get(CACHE_DIR_VARIABLE)
+    if configured == "off":
+        return None
+    if configured:
+        return Path(configured)
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home) / "diagnose"
+
+
+def _parsed_files(paths: list[Path]) -> tuple[list[tuple[Path, object]], bool, Path | None]:
+    """Each file's YAML; whether it comes from the cache (these exact bytes validated before);
+    and the cache entry to write once they validate (None when cached or caching is off)."""
+    contents = [_read_bytes(path) for path in paths]
+    digest = hashlib.sha256(__version__.encode())
+    for path, content in zip(paths, contents, strict=True):
+        digest.update(f"\0{path.name}\0{len(content)}\0".encode())
+        digest.update(content)
+    directory = _cache_dir()
+    entry = directory / f"library-{digest.hexdigest()[:32]}.marshal" if directory else None
+    if entry is not None:
+        try:
+            cached = marshal.loads(entry.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            cached = None  # absent, unreadable or corrupt: parse again
+        if isinstance(cached, list) and len(cached) == len(paths):
+            return list(zip(paths, cached, strict=True)), True, None
+    parsed = [_parse_yaml(path, content) for path, content in zip(paths, contents, strict=True)]
+    return list(zip(paths, parsed, strict=True)), False, entry
+
+
+def _save_cache(entry: Path, data: list[object]) -> None:
+    """Best effort: a cache that cannot be written only costs the next run some time.
+    Entries not used for a month are removed when a new one is written."""
+    try:
+        payload = marshal.dumps(data)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomically(entry, payload)
+        month_ago = time.time() - 30 * 86400
+        for old in entry.parent.glob("library-*.marshal"):
+            if old.stat().st_atime < month_ago:
+                old.unlink()
+    except (OSError, ValueError):
+        pass
+
+
 def load_directory(directory: Path) -> list[Signature]:
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory of signatures")
     loaded: dict[str, Path] = {}
     signatures = []
-    for path in signature_files(directory):
-        signature = load_file(path)
+    parsed, cached, entry = _parsed_files(signature_files(directory))
+    for path, data in parsed:
+        signature = _validate(path, data, prevalidated=cached)
         if signature.id in loaded:
             raise UserError(
                 f"{path}: duplicate signature id {signature.id!r}, also in {loaded[signature.id]}"
             )
         loaded[signature.id] = path
         signatures.append(signature)
+    if entry is not None:
+        _save_cache(entry, [data for _, data in parsed])
     return signatures
 
 

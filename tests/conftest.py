@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -19,13 +21,20 @@ from diagnose.core.models import Diagnosis, Finding
 from diagnose.core.signature import Signature
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
-from diagnose.library import engine_for, load_facts, load_library
+from diagnose.library import CACHE_DIR_VARIABLE, engine_for, load_facts, load_library
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 INCIDENTS = FIXTURES / "incidents"
 GPU = FIXTURES / "gpu"
 SAMPLES = FIXTURES / "samples"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's own library cache: tests never read or fill the user's."""
+    cache = Path(tempfile.mkdtemp(prefix="diagnose-test-cache-"))
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    os.environ[CACHE_DIR_VARIABLE] = str(cache)
 
 
 def builtin_library() -> list[Signature]:

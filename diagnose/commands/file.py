@@ -7,9 +7,6 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
 from diagnose.inputs.files import LogInput
@@ -86,6 +83,9 @@ def _progress_bar(logs: list[LogInput]) -> Iterator[Callable[[int], None] | None
     if not sys.stderr.isatty() or (known < PROGRESS_FROM_BYTES and None not in sizes):
         yield None
         return
+    from rich.console import Console  # only here: a report without a bar never loads rich
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     columns = [TextColumn("reading"), BarColumn(), DownloadColumn(), TransferSpeedColumn()]
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("read", total=known if None not in sizes else None)

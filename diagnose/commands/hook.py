@@ -27,6 +27,7 @@ from pathlib import Path
 from diagnose.core.dropin import escape_literal, quote_word
 from diagnose.core.errors import UserError
 from diagnose.core.units import check_unit_name, unit_name
+from diagnose.runs.defaults import POSTMORTEM_DIR
 from diagnose.systemd.apply import (
     DROPIN_DIR,
     Applied,
@@ -38,7 +39,6 @@ from diagnose.systemd.unit import UNIT_DIRS, unit_file_names
 
 HOOK_DROPIN = "40-diagnose-hook.conf"
 TEMPLATE = "diagnose-postmortem@.service"
-POSTMORTEM_DIR = Path("/var/lib/diagnose/postmortems")
 RELOAD = "systemctl daemon-reload"
 _MARK = "diagnose-postmortem@"
 

@@ -22,8 +22,6 @@ from diagnose.core.models import Diagnosis
 from diagnose.core.redact import Redactor
 from diagnose.inputs.lineformat import LineParser
 
-DEFAULT_DIR = Path("signatures-draft")
-
 _PIECES = re.compile(
     r"(?P<id>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
     r"|(?P<addr>\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b)"

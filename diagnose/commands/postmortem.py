@@ -9,7 +9,6 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,6 @@ from diagnose.runs.output import write_report
 
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
-
-
-class ListFormat(str, Enum):
-    text = "text"
-    json = "json"
 
 
 @dataclass(frozen=True)

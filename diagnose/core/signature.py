@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +34,9 @@ def parse_duration(value: Any) -> float:
         raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 5m, 1h)")
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
+
+PREVALIDATED = "prevalidated"
+"""Validation-context key: the data passed this schema before (a cached library)."""
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Engine = Literal["sglang", "vllm", "any"]
@@ -58,17 +62,24 @@ class Pattern(_Schema):
     _conditions: list[Condition] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
-    def _compile(self) -> Pattern:
-        flags = regex.MULTILINE | (regex.IGNORECASE if self.ignore_case else 0)
-        try:
-            self._compiled = regex.compile(self.regex, flags)
-        except regex.error as error:
-            raise ValueError(f"regex does not compile: {error}") from None
+    def _compile(self, info: ValidationInfo) -> Pattern:
+        # A library read back from the cache was checked when it was cached: its regexes
+        # compile on first use (most never run), not all at every start.
+        if not (info.context or {}).get(PREVALIDATED):
+            try:
+                self._compiled = regex.compile(self.regex, self._flags())
+            except regex.error as error:
+                raise ValueError(f"regex does not compile: {error}") from None
         self._conditions = [Condition(text) for text in self.where]
         return self
 
+    def _flags(self) -> int:
+        return regex.MULTILINE | (regex.IGNORECASE if self.ignore_case else 0)
+
     @property
     def compiled(self) -> Any:
+        if self._compiled is None:
+            self._compiled = regex.compile(self.regex, self._flags())
         return self._compiled
 
     @property

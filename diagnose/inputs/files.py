@@ -11,9 +11,12 @@ Two ways through a log, with the same result:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
+import mmap
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -117,8 +120,17 @@ def _close(log: LogInput, stream: BinaryIO) -> None:
 
 def raw_chunks(log: LogInput) -> Iterator[bytes]:
     """Chunks of whole lines, each ending in a newline; a line over ``MAX_LINE_BYTES`` keeps
-    its head and the rest is skipped, so no chunk grows without bound."""
+    its head and the rest is skipped, so no chunk grows without bound. A plain file is
+    mapped and cut at line ends (one copy per chunk); pipes and gzip are read in blocks."""
     stream = _open(log)
+    mapped = _mapped(stream)
+    if mapped is not None:
+        try:
+            yield from _mapped_chunks(mapped)
+        finally:
+            mapped.close()
+            _close(log, stream)
+        return
     rest = b""
     skipping = False
     ended = False
@@ -146,6 +158,50 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
                 yield data[:cut]
     finally:
         _close(log, stream)
+
+
+def _mapped(stream: BinaryIO) -> mmap.mmap | None:
+    """The whole of a regular, non-empty, uncompressed file, mapped read-only; else None."""
+    if isinstance(stream, gzip.GzipFile) or stream is sys.stdin.buffer:
+        return None
+    try:
+        descriptor = stream.fileno()
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode) or os.fstat(descriptor).st_size == 0:
+            return None
+        return mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _mapped_chunks(mapped: mmap.mmap) -> Iterator[bytes]:
+    """:func:`raw_chunks` over a mapped file: each chunk is cut at the last line end within
+    ``CHUNK_BYTES`` and copied once; a line longer than a chunk keeps ``MAX_LINE_BYTES``."""
+    size = len(mapped)
+    mapped.madvise(mmap.MADV_SEQUENTIAL)
+    start = 0
+    while start < size:
+        limit = start + CHUNK_BYTES
+        if limit >= size:
+            chunk = mapped[start:size]
+            yield chunk if chunk.endswith(b"\n") else chunk + b"\n"
+            return
+        end = mapped.rfind(b"\n", start, limit) + 1
+        if end > 0:
+            yield mapped[start:end]
+        else:
+            yield mapped[start : start + MAX_LINE_BYTES] + b"\n"  # one endless line: its head
+            line_end = mapped.find(b"\n", limit)
+            end = size if line_end < 0 else line_end + 1
+        _release(mapped, start, end)
+        start = end
+
+
+def _release(mapped: mmap.mmap, start: int, end: int) -> None:
+    """Drop the pages of a part already read from this process (memory stays flat; the
+    kernel keeps them in its page cache)."""
+    first = start - start % mmap.PAGESIZE
+    with contextlib.suppress(OSError):
+        mapped.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 def _read_block(stream: BinaryIO, log: LogInput) -> tuple[bytes, bool]:
@@ -281,7 +337,7 @@ def scanned_events(
             record.seq = first_seq + counted + 1
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-        lines_before += chunk.count(b"\n")
+        lines_before = counted + chunk.count(b"\n", counted_at)
         if progress is not None:
             progress(len(chunk))
         tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from diagnose.core.models import Diagnosis
-from diagnose.render.json import render_json
-from diagnose.render.markdown import render_markdown
-from diagnose.render.text import render_text
 
-RENDERERS: dict[str, Callable[..., str]] = {
-    "text": render_text,
-    "json": render_json,
-    "markdown": render_markdown,
+RENDERERS: dict[str, str] = {
+    "text": "diagnose.render.text:render_text",
+    "json": "diagnose.render.json:render_json",
+    "markdown": "diagnose.render.markdown:render_markdown",
 }
+"""Format name to ``module:function``, imported when used: a JSON report never loads rich."""
 
 
 def render(diagnosis: Diagnosis, fmt: str, **options: object) -> str:
-    return RENDERERS[fmt](diagnosis, **options)
+    module, _, function = RENDERERS[fmt].partition(":")
+    renderer = getattr(importlib.import_module(module), function)
+    text: str = renderer(diagnosis, **options)
+    return text

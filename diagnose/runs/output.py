@@ -40,30 +40,12 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
 
 
 def write_stdout(text: str) -> None:
-    """Write to stdout, flushed; a closed stdout or a full disk is a user error (exit 2)."""
+    """Write to stdout, flushed. A closed stdout is a user error (exit 2); so is a full disk,
+    raised as ``OSError`` for the entry point to report in one line."""
     if sys.stdout is None:
         raise UserError("stdout is closed", help="write the report to a file: -o FILE")
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise  # the reader went away (| head): main exits quietly
-    except (OSError, ValueError) as error:  # ENOSPC, EIO, EBADF; ValueError: closed file
-        silence_stdout()
-        reason = getattr(error, "strerror", None) or str(error)
-        raise UserError(
-            f"cannot write to stdout: {reason}", help="write to a file: -o FILE"
-        ) from None
-
-
-def silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's exit flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:

@@ -1,0 +1,61 @@
+"""How long a small diagnosis takes end to end, against a bare Python start.
+
+    .venv/bin/python benchmarks/startup.py [--rounds N]
+
+Runs each command N times as a new process (as a hook, a CI step or a user does) and prints
+the best and the median wall time: `python -c pass`, `diagnose --version`, `diagnose --help`,
+and `diagnose file` on the bundled incident (153-line journal export) as JSON and as text,
+with the library cache warm (the first run fills it and is not counted). The last column is
+the best time as a multiple of the bare Python start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+INCIDENT = REPO / "fixtures" / "incidents" / "qwen-122b-crashloop.journal.txt"
+DIAGNOSE = [sys.executable, "-m", "diagnose"]
+
+
+def _times(command: list[str], rounds: int, environment: dict[str, str]) -> list[float]:
+    subprocess.run(command, capture_output=True, env=environment, check=False)  # warm-up
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run(command, capture_output=True, env=environment, check=False)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    rounds = parser.parse_args().rounds
+    with tempfile.TemporaryDirectory() as cache:
+        environment = {**os.environ, "DIAGNOSE_CACHE_DIR": cache, "PYTHONPATH": str(REPO)}
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "diagnose --version": [*DIAGNOSE, "--version"],
+            "diagnose --help": [*DIAGNOSE, "--help"],
+            "file (json)": [*DIAGNOSE, "file", str(INCIDENT), "--format", "json"],
+            "file (text)": [*DIAGNOSE, "file", str(INCIDENT)],
+        }
+        results = {name: _times(command, rounds, environment) for name, command in cases.items()}
+    bare = min(results["python -c pass"])
+    print(f"{'command':<22}{'best s':>9}{'median s':>10}{'x python':>10}")
+    for name, times in results.items():
+        print(
+            f"{name:<22}{min(times):>9.3f}{statistics.median(times):>10.3f}{min(times) / bare:>10.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The parsed library is kept between runs, keyed by the files' bytes: a later run skips YAML
+and compiles each regex only when a line needs it, and a stale or corrupt cache is harmless."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diagnose import library
+from diagnose.core.errors import UserError
+from diagnose.library import CACHE_DIR_VARIABLE, load_directory
+
+from .conftest import REPO
+
+SIGNATURE = REPO / "signatures" / "systemd" / "systemd-exec-failed.yaml"
+EXEC_FAILED = (
+    "sglang-qwen.service: Failed at step EXEC spawning /opt/sglang/.venv/bin/sglang: "
+    "No such file or directory"
+)
+
+
+@pytest.fixture
+def signatures(tmp_path: Path) -> Path:
+    directory = tmp_path / "signatures"
+    directory.mkdir()
+    shutil.copy(SIGNATURE, directory)
+    return directory
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(directory))
+    return directory
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("library-*.marshal"))
+
+
+def _no_yaml(path: Path, content: bytes) -> object:
+    raise AssertionError(f"{path} was parsed although the cache holds it")
+
+
+def test_second_load_reads_the_cache_and_gives_the_same_signatures(
+    signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = load_directory(signatures)
+    assert len(_entries(cache)) == 1
+    monkeypatch.setattr(library, "_parse_yaml", _no_yaml)
+    second = load_directory(signatures)
+    assert [s.model_dump() for s in second] == [s.model_dump() for s in first]
+
+
+def test_cached_patterns_compile_when_first_used_and_still_match(
+    signatures: Path, cache: Path
+) -> None:
+    load_directory(signatures)
+    (signature,) = load_directory(signatures)
+    pattern = signature.patterns()[0]
+    assert pattern._compiled is None  # not compiled at load
+    found = pattern.compiled.search(EXEC_FAILED)
+    assert found is not None and found.group("step") == "EXEC"
+
+
+def test_a_changed_file_is_parsed_again(signatures: Path, cache: Path) -> None:
+    load_directory(signatures)
+    path = signatures / SIGNATURE.name
+    path.write_text(path.read_text().replace("severity: critical", "severity: error"))
+    (signature,) = load_directory(signatures)
+    assert signature.severity.value == "error"
+    assert len(_entries(cache)) == 2
+
+
+def test_a_corrupt_entry_is_ignored_and_replaced(signatures: Path, cache: Path) -> None:
+    load_directory(signatures)
+    (entry,) = _entries(cache)
+    entry.write_bytes(b"\x00not marshal")
+    (signature,) = load_directory(signatures)
+    assert signature.id == "systemd-exec-failed"
+    assert entry.read_bytes() != b"\x00not marshal"
+
+
+def test_a_bad_regex_is_reported_and_nothing_is_cached(signatures: Path, cache: Path) -> None:
+    path = signatures / SIGNATURE.name
+    path.write_text(path.read_text().replace("(?P<step>[A-Z_]+)", "(?P<step>[A-Z_]+"))
+    with pytest.raises(UserError, match="regex does not compile"):
+        load_directory(signatures)
+    assert _entries(cache) == []
+
+
+def test_off_keeps_nothing(
+    signatures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    load_directory(signatures)
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_an_unwritable_cache_costs_nothing_but_time(
+    signatures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(blocker / "cache"))
+    (signature,) = load_directory(signatures)
+    assert signature.id == "systemd-exec-failed"
