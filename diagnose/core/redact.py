@@ -258,9 +258,8 @@ class Redactor:
                 secret = quoted or bare
                 if secret is None or not _is_secret_value(secret.group("secret")):
                     continue
-                if value.startswith("bearer", secret.start("secret")) or value.startswith(
-                    "Bearer", secret.start("secret")
-                ):
+                start = secret.start("secret")
+                if value[start : start + 6].lower() == "bearer":
                     continue  # the bearer rule takes the token after it
                 name = match.group("key")
                 named = "env" if kind == "secret" and name.isupper() else kind
@@ -290,10 +289,15 @@ class Redactor:
         if isinstance(value, dict):
             return {key: self._entry(key, item) for key, item in value.items()}
         if isinstance(value, BaseModel):
-            return value.model_copy(
-                update={name: self.value(getattr(value, name)) for name in type(value).model_fields}
-            )
+            return self._model(value, {})
         return value
+
+    def _model(self, model: BaseModel, done: dict[str, Any]) -> BaseModel:
+        """A copy of ``model`` with its fields redacted (those in ``done`` already are)."""
+        fields = [name for name in type(model).model_fields if name not in done]
+        return model.model_copy(
+            update={**{name: self.value(getattr(model, name)) for name in fields}, **done}
+        )
 
     def _items(self, items: list[Any]) -> list[Any]:
         """A list; the texts of consecutive evidence lines are read as lines of one log."""
@@ -303,8 +307,7 @@ class Redactor:
             texts = self.lines(item.text for item in items)
             self._in_pem, self._awaiting_value = False, None
             return [
-                self.value(item.model_copy(update={"text": "\0"})).model_copy(update={"text": text})
-                for item, text in zip(items, texts, strict=True)
+                self._model(item, {"text": text}) for item, text in zip(items, texts, strict=True)
             ]
         return [self.value(item) for item in items]
 
