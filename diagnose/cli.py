@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -361,6 +362,7 @@ def watch_command(
         exit_on_finding,
         interactive=terminal(os.environ, sys.stderr.isatty()).live and output is None,
         echo=lambda line: typer.echo(line, err=True),
+        redact=not no_redact,
     )
     _emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
@@ -541,6 +543,9 @@ def verify_command(
     verification = verify_commands.verify(
         options, compare, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
     )
+    from diagnose.core.redact import Redactor
+
+    verification = Redactor().value(verification)  # titles and notes come from the log
     if fmt is ListFormat.json:
         typer.echo(verification.model_dump_json(indent=2))
     else:
@@ -802,6 +807,12 @@ def main() -> None:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(ExitCode.OK)
+    except OSError as error:
+        if error.errno not in _OUTPUT_ERRNOS:
+            _internal_error(error)
+        _silence_stdout()  # so that the exit flush does not fail a second time
+        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
+        sys.exit(ExitCode.USER_ERROR)
     except Exception as error:  # the one place an internal error becomes exit 3
         if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
             typer.echo("diagnose: interrupted", err=True)
@@ -815,13 +826,41 @@ def main() -> None:
             if message:  # no message: the help was shown (no arguments given)
                 typer.echo(f"diagnose: error: {message} (help: {command} --help)", err=True)
             sys.exit(ExitCode.USER_ERROR)
-        if _debug:
-            traceback.print_exc()
-        typer.echo(
-            f"diagnose: internal error: {type(error).__name__}: {error}\n"
-            "This is a bug: please report it with the command you ran "
-            "(add --debug for the traceback).",
-            err=True,
-        )
-        sys.exit(ExitCode.INTERNAL_ERROR)
+        _internal_error(error)
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    except OSError as error:
+        _silence_stdout()
+        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
+        sys.exit(ExitCode.USER_ERROR)
     sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}
+"""Errors of writing the output (a full disk, a closed descriptor): the user's to fix."""
+
+
+def _internal_error(error: BaseException) -> NoReturn:
+    """The one place an internal error becomes exit 3."""
+    if _debug:
+        traceback.print_exc()
+    typer.echo(
+        f"diagnose: internal error: {type(error).__name__}: {error}\n"
+        "This is a bug: please report it with the command you ran "
+        "(add --debug for the traceback).",
+        err=True,
+    )
+    sys.exit(ExitCode.INTERNAL_ERROR)

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import marshal
 import os
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -174,6 +175,8 @@ def load_library(
     directories = [builtin_dir(), *(user_dirs() if include_user_dirs else []), *extra_dirs]
     for directory in directories:
         for signature in load_directory(Path(directory)):
+            if signature.id in by_id and directory != builtin_dir():
+                _say_override(signature.id, Path(directory))
             by_id[signature.id] = signature
     relations = load_relations()
     for winner, losers in relations.supersedes.items():
@@ -191,6 +194,18 @@ def load_library(
         if known is not None:
             by_id[waiting] = known.model_copy(update={"waits_for_peers": True})
     return list(by_id.values())
+
+
+_overrides_said: set[tuple[str, Path]] = set()
+
+
+def _say_override(signature_id: str, directory: Path) -> None:
+    """An override of a library signature changes every diagnosis: say so, once, on stderr."""
+    if (signature_id, directory) not in _overrides_said:
+        _overrides_said.add((signature_id, directory))
+        sys.stderr.write(
+            f"diagnose: note: signature {signature_id} from {directory} overrides the library's\n"
+        )
 
 
 def _read_data(path: Path, what: str) -> object:

@@ -121,7 +121,7 @@ def test_no_redact_reports_no_counts(setup) -> None:
         ("--hf-token=hf_" + "b" * 24, "hf_token", "--hf-token="),
         ("authorization: basic dXNlcjpwYXNzd29yZA==", "authorization", "authorization: basic "),
         ("postgres://bob:pw1234@db:5432/x", "url_password", "postgres://bob:"),
-        ("AWS key AKIAABCDEFGHIJKLMNOP", "api_key", "AWS key "),
+        ("AWS key AKIAABCDEFGHIJKLMNOP", "aws_key", "AWS key "),
         ("GITHUB_TOKEN: ghp_abcdefghijklmnopqrstuvwxyz", "api_key", "GITHUB_TOKEN: "),
     ],
 )

@@ -90,12 +90,15 @@ def _plain_size(log: LogInput) -> int | None:
     """Bytes to read, when known in advance (a plain file, not gzip or a pipe)."""
     if log.path is None:
         return None
-    if not log.path.is_file():
-        return 0  # reading it fails with its own message
-    with log.path.open("rb") as handle:
-        if handle.read(2) == b"\x1f\x8b":
-            return None
-    return log.path.stat().st_size
+    try:
+        if not log.path.is_file():
+            return 0  # reading it fails with its own message
+        with log.path.open("rb") as handle:
+            if handle.read(2) == b"\x1f\x8b":
+                return None
+        return log.path.stat().st_size
+    except OSError:  # unreadable: reading it fails with its own message
+        return 0
 
 
 @contextlib.contextmanager

@@ -169,8 +169,8 @@ def remove(unit: str, root: Path = Path("/")) -> HookResult:
     name = hook_unit(unit)
     result = HookResult(name)
     dropin = dropin_path(name, root, HOOK_DROPIN)
-    for path in (dropin, dropin.with_name(HOOK_DROPIN + ".bak")):
-        _unlink(path, result)
+    _unlink(dropin, result)
+    _restore_backup(dropin, result)
     with contextlib.suppress(OSError):
         dropin.parent.rmdir()  # only when nothing else is in it
     others = _other_hooks(root, dropin)
@@ -180,9 +180,30 @@ def remove(unit: str, root: Path = Path("/")) -> HookResult:
             users = ", ".join(p.parent.name.removesuffix(".d") for p in others)
             result.kept.append(f"{template}: kept, still used by {users}")
     else:
-        for path in (template, template.with_name(TEMPLATE + ".bak")):
-            _unlink(path, result)
+        _unlink(template, result)
+        _restore_backup(template, result)
     return result
+
+
+def _restore_backup(path: Path, result: HookResult) -> None:
+    """``install`` kept what it replaced as ``NAME.bak``: a file of the user's goes back in
+    place; only an older copy of our own hook is removed."""
+    backup = path.with_name(path.name + ".bak")
+    try:
+        text = backup.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        result.kept.append(f"{backup}: kept (cannot read it: {error.strerror})")
+        return
+    if "Written by diagnose hook install" in text:
+        _unlink(backup, result)
+        return
+    try:
+        backup.replace(path)
+    except OSError as error:
+        raise UserError(f"{backup}: cannot restore: {error.strerror}") from None
+    result.kept.append(f"{path}: restored from {backup.name} (the file the hook replaced)")
 
 
 def describe(result: HookResult, installing: bool) -> list[str]:

@@ -149,4 +149,51 @@ def lint(signatures: list[Signature]) -> list[LintProblem]:
         for index in range(len(signature.patches)):
             if index not in chosen:
                 problem(f"patches[{index}] is chosen by no positive example")
+        for pattern in signature.patterns():
+            slow = backtracking_input(pattern, positives)
+            if slow is not None:
+                problem(
+                    f"regex {pattern.regex[:40]!r} runs past {BACKTRACK_BUDGET_S:g}s on "
+                    f"{slow}: it backtracks; make its repeats unambiguous (no nested or "
+                    "adjacent quantifiers over the same characters)"
+                )
     return problems
+
+
+BACKTRACK_BUDGET_S = 0.25
+"""What a regex may take on one adversarial line of ``ADVERSARIAL_BYTES``: a linear regex takes
+about a millisecond; one that backtracks takes seconds or never ends."""
+
+ADVERSARIAL_BYTES = 32 << 10
+_FILLERS = (" ", "a", "0", "-", ".", "/", ":", "=", "\t", "x ", "a=", "0.")
+
+
+def adversarial_lines(pattern: Pattern, positives: list[str]) -> list[tuple[str, str]]:
+    """(what, line) pairs a regex meets in a hostile log: each needle, and each positive
+    example line, followed by a long run of one filler and a character that fails the match;
+    and the second half of an example line repeated."""
+    heads = [*pattern.needles]
+    heads += [line for log in positives for line in log.splitlines() if line.strip()][:6]
+    lines = []
+    for head in heads:
+        for filler in _FILLERS:
+            run = filler * (ADVERSARIAL_BYTES // len(filler))
+            lines.append(
+                (f"{head[:30]!r} + {filler!r} x {len(run) // len(filler)}", head + run + "\x00")
+            )
+        tail = head[len(head) // 2 :] or head
+        repeated = head + tail * (ADVERSARIAL_BYTES // max(1, len(tail)))
+        lines.append(
+            (f"{head[:30]!r} with its end repeated", repeated[:ADVERSARIAL_BYTES] + "\x00")
+        )
+    return lines
+
+
+def backtracking_input(pattern: Pattern, positives: list[str]) -> str | None:
+    """The adversarial line on which ``pattern`` runs past the budget, or None."""
+    for what, line in adversarial_lines(pattern, positives):
+        try:
+            pattern.compiled.search(line, timeout=BACKTRACK_BUDGET_S)
+        except TimeoutError:
+            return what
+    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +42,23 @@ def _from_report(path: Path, unit: str) -> tuple[AttemptSummary, datetime | None
     """The previous attempt as a saved report tells it, and the time after which an attempt
     is a new one (its primary's last evidence, else its last input line)."""
     try:
-        report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        findings = report["findings"]
-        primary = next((f for f in findings if f["id"] == report["primary"]), None)
+        report: Any = json.loads(path.read_text(encoding="utf-8"))
+        summary = _summary_of(report, path, unit)
     except OSError as error:
         raise UserError(f"--compare {path}: cannot read: {error.strerror}") from None
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise UserError(
             f"--compare {path}: not a diagnose JSON report",
             help="pass a report of diagnose journal -f json, or a postmortem's .json",
         ) from None
+    return summary, summary.ended_at
+
+
+def _summary_of(report: dict[str, Any], path: Path, unit: str) -> AttemptSummary:
+    """The report's primary finding; any part of the wrong shape raises ``ValueError``,
+    ``KeyError``, ``TypeError`` or ``AttributeError``."""
+    findings = report["findings"]
+    primary = next((f for f in findings if f["id"] == report["primary"]), None)
     if report.get("unit") and report["unit"] != unit:
         raise UserError(f"--compare {path}: the report is about {report['unit']}, not {unit}")
     stamps = [
@@ -61,15 +68,15 @@ def _from_report(path: Path, unit: str) -> tuple[AttemptSummary, datetime | None
     ] or [
         datetime.fromisoformat(i["last_ts"]) for i in report.get("inputs", []) if i.get("last_ts")
     ]
-    summary = AttemptSummary(
+    aware = [s if s.tzinfo else s.replace(tzinfo=timezone.utc) for s in stamps]
+    return AttemptSummary(
         signature=primary["signature"] if primary else None,
         category=primary["category"] if primary else None,
         title=primary["title"] if primary else None,
         phase_reached=report.get("phase_reached"),
-        ended_at=max(stamps, default=None),
+        ended_at=max(aware, default=None),
         report=str(path),
     )
-    return summary, max(stamps, default=None)
 
 
 def _verdict(

@@ -22,6 +22,7 @@ from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, Finding, InputSummary, Severity
 from diagnose.core.records import Event, Record
+from diagnose.core.redact import Redactor
 from diagnose.core.tracebacks import TracebackGrouper
 from diagnose.inputs import gpu
 from diagnose.inputs.follow import follow, journal_follower, open_followed
@@ -71,6 +72,8 @@ class Watcher:
     phase_since: datetime | None = None
     last_line: str = ""
     reported: set[str] = field(default_factory=set)
+    redactor: Redactor | None = field(default_factory=Redactor)
+    """Secrets out of what is shown live; None shows them (``--no-redact``)."""
     _parser: LineParser = field(init=False)
     _grouper: TracebackGrouper = field(init=False, default_factory=TracebackGrouper)
     _first_ts: datetime | None = None
@@ -88,7 +91,7 @@ class Watcher:
                 continue
             record.ts = now  # arrival time: the line's own stamp stays in its text
             record.seq = self.lines
-            self.last_line = record.text
+            self.last_line = self.redactor.line(record.text) if self.redactor else record.text
             self._first_ts = self._first_ts or record.ts
             for event in self._grouper.feed(record, record.seq):
                 self.engine.feed(event)
@@ -124,9 +127,12 @@ class Watcher:
         return self.engine.snapshot(now, inputs=[summary])
 
     def new_findings(self, diagnosis: Diagnosis) -> list[Finding]:
+        """Findings not shown yet (redacted, as everything watch shows)."""
         fresh = [f for f in diagnosis.findings if f.signature not in self.reported]
         self.reported.update(f.signature for f in fresh)
-        return fresh
+        if self.redactor is None:
+            return fresh
+        return [self.redactor.value(f) for f in fresh]
 
 
 def watch(
@@ -189,6 +195,7 @@ def run_watch(
     exit_on_finding: bool,
     interactive: bool,
     echo: Callable[[str], None],
+    redact: bool = True,
 ) -> Diagnosis:
     """Follow a file, a pipe or a unit's journal until it ends, a finding stops it (with
     ``exit_on_finding``), or the user presses Ctrl-C; then return the diagnosis so far."""
@@ -203,8 +210,9 @@ def run_watch(
         assert path is not None
         stream, is_pipe = open_followed(path)
         name = "<stdin>" if path == "-" else path
-    watcher = Watcher(engine, name)
-    batches = follow(stream, poll, is_pipe=is_pipe)
+    watcher = Watcher(engine, name, redactor=Redactor() if redact else None)
+    followed = Path(path) if path not in (None, "-") and not is_pipe else None
+    batches = follow(stream, poll, is_pipe=is_pipe, path=followed)
     exit_on = Severity.ERROR if exit_on_finding else None
     gpus = GpuPoller()
     try:

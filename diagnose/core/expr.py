@@ -165,9 +165,11 @@ class Arithmetic:
         self.source = source
         try:
             tree = ast.parse(source, mode="eval")
+            self._check(tree.body)
         except SyntaxError as error:
             raise ExpressionError(f"expression {source!r} does not parse: {error.msg}") from None
-        self._check(tree.body)
+        except (RecursionError, MemoryError):
+            raise ExpressionError(f"expression {source[:40]!r}...: nested too deeply") from None
         self._tree = tree.body
 
     def _check(self, node: ast.AST) -> None:
@@ -193,6 +195,8 @@ class Arithmetic:
             return self._evaluate(self._tree, values)
         except (LookupError, ZeroDivisionError, TypeError, ValueError, OverflowError):
             return None
+        except RecursionError:
+            return None
 
     def _evaluate(self, node: ast.AST, values: Values) -> Any:
         if isinstance(node, ast.BinOp):
@@ -214,11 +218,26 @@ class Arithmetic:
 
 
 def template_fields(template: str) -> set[str]:
-    """Names a ``{name}`` template refers to."""
+    """Names a ``{name}`` template refers to. A field needs a name (``{}`` and ``{0}`` have
+    none), a known conversion and a short format spec; anything else is refused at load."""
     try:
-        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        fields = [
+            (name, conversion, spec)
+            for _, name, spec, conversion in string.Formatter().parse(template)
+            if name is not None
+        ]
     except ValueError as error:
         raise ExpressionError(f"template {template!r}: {error}") from None
+    for name, conversion, spec in fields:
+        if not name or name[0].isdigit() or conversion not in (None, "r", "s", "a"):
+            raise ExpressionError(
+                f"template {template!r}: field {{{name}}} needs a name, such as {{value}}"
+                if not name or name[0].isdigit()
+                else f"template {template!r}: unknown conversion !{conversion} in {{{name}}}"
+            )
+        if re.search(r"\d{4}", spec or ""):
+            raise ExpressionError(f"template {template!r}: format spec {spec!r} is too wide")
+    return {name for name, _, _ in fields}
 
 
 def format_number(value: Any) -> str:
@@ -235,4 +254,7 @@ def fill(template: str, values: Values) -> str | None:
     names = template_fields(template)
     if any(values.get(name) in (None, "") for name in names):
         return None
-    return template.format_map({name: format_number(values[name]) for name in names})
+    try:
+        return template.format_map({name: format_number(values[name]) for name in names})
+    except (ValueError, LookupError, AttributeError, TypeError):  # {n:d} over a text value
+        return None

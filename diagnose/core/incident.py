@@ -196,7 +196,16 @@ class IncidentTracker:
     """The first line of each error template no signature matched, in the order they came,
     with the exceptions a traceback chains before its last: what a later tier may explain."""
 
+    def _forget_old_attempts(self, attempt: int) -> None:
+        """Only the current and the previous attempt's lines are read again (the first two
+        failed attempts keep theirs in ``exits``): memory stays flat over a long restart loop."""
+        for table in (self.first_errors, self.first_tracebacks, self.anchored):
+            if len(table) > 2:
+                for old in [a for a in table if a < attempt - 1]:
+                    del table[old]
+
     def feed(self, event: Event, attempt: int, matched: bool) -> None:
+        self._forget_old_attempts(attempt)
         first = event.first
         if first.origin == "systemd":
             self._systemd(first, attempt)

@@ -1,13 +1,28 @@
-"""Secrets out of reports: tokens, API keys, credentials in flags, headers, URLs and env.
+"""Secrets out of reports: one layer, applied at the edge of every output.
 
-A redacted value becomes ``<redacted:KIND:N>``; the same secret gets the same N within one
-report, so two mentions of one token are visibly the same token.
+Two kinds of rule find a secret:
+
+- **by its key**: a value after a name that says it is secret (``api_key``, ``hf_token``,
+  ``password``, ``aws_secret_access_key``, ``X-Api-Key``, any case, ``_``/``-``/camelCase), in
+  every way a log writes one: Python reprs and dicts (``ServerArgs(api_key='...')``,
+  ``{'api_key': '...'}``), JSON (``"password": "..."``), env assignments, headers, YAML, flags
+  (``--api-key VALUE``); ``Authorization:`` and ``Bearer``; passwords in URLs
+  (``redis://:pw@host``);
+- **by its shape**: Hugging Face (``hf_…``), OpenAI-style (``sk-…``), GitHub, GitLab, Slack,
+  AWS (``AKIA…``), Google (``AIza…``) and NVIDIA (``nvapi-…``) keys, JWTs, and PEM private-key
+  blocks, also when they span lines.
+
+A redacted value becomes ``<redacted:KIND:N>``: the same secret gets the same N within one
+report, so two mentions of one token are visibly the same token. ``redact`` first learns
+every secret in the whole diagnosis, then replaces each one wherever it occurs, so a value that
+a template copied into an explanation or a patch is replaced as well as the log line it came
+from.
 """
 
 from __future__ import annotations
 
-import functools
 import re
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
@@ -15,43 +30,115 @@ from pydantic import BaseModel
 
 from diagnose.core.models import Diagnosis
 
-_SECRET_NAME = r"[A-Za-z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Za-z0-9_]*"
+MAX_SECRET = 512
+"""The longest value a key rule takes; a longer one is cut there (the rest is not a key)."""
+
+_SECRET_ENDINGS = (
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "credential",
+    "credentials",
+    "apikey",
+    "auth",
+    "cookie",
+)
+"""A name that ends with one of these (separators and case ignored) holds a secret:
+``api_key``, ``HF_TOKEN``, ``aws_secret_access_key``, ``X-Api-Key``, ``accessToken``."""
+
+_NOT_SECRET_NAMES = frozenset({"monkey", "hotkey", "sortkey", "partitionkey", "primarykey"})
+
+_NOT_SECRETS = frozenset({"none", "null", "nil", "true", "false", "empty", "hf_...", "***", "-"})
+"""Values that say there is no secret."""
+
+_PLAIN_NUMBER = re.compile(r"[0-9]{1,7}(?:\.[0-9]+)?[a-z%]{0,3}")
+"""``first token: 0.52s``, ``key: 3``: a short number is a measurement, not a secret."""
+
+# A name, optionally quoted, then = : or => (a repr, a dict, JSON, YAML, env, a header).
+_KEY = re.compile(
+    r"(?<![A-Za-z0-9_.$-])(?P<key>[A-Za-z][A-Za-z0-9_.-]{0,63})['\"]?[ \t]*(?:=>|[:=])[ \t]*"
+)
+# ``--api-key VALUE`` / ``--api-key=VALUE``.
+_FLAG = re.compile(r"(?<![A-Za-z0-9_-])--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,63})(?:=|[ \t]+|$)")
+_LIST_OPEN = re.compile(r"[\[(][ \t]*(?=['\"])")
+_QUOTED = re.compile(rf"""(?P<quote>['"])(?P<secret>[^'"\n]{{1,{MAX_SECRET}}})(?P=quote)""")
+_BARE = re.compile(rf"""(?P<secret>[^\s'",;)}}\]&<>]{{1,{MAX_SECRET}}})""")
+
+_WRAP = r"(?:\n[ \t]*[A-Za-z0-9_+/=-]{1,200}(?=\n|$))?"
+"""The rest of a token that a terminal or a logger wrapped onto a line of its own."""
+
+_PEM_BEGIN = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
+_BASE64_LINE = re.compile(r"^[ \t]*(?P<secret>[A-Za-z0-9+/]{40,}={0,2})[ \t]*$", re.MULTILINE)
 
 # (kind, pattern); the secret is the group named "secret".
-_RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("hf_token", re.compile(r"(?P<secret>\bhf_[A-Za-z0-9]{20,})")),
-    ("api_key", re.compile(r"(?P<secret>\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,})")),
+_SHAPES: list[tuple[str, re.Pattern[str]]] = [
+    ("hf_token", re.compile(r"(?P<secret>\bhf_[A-Za-z0-9]{20,}" + _WRAP + ")")),
+    (
+        "api_key",
+        re.compile(r"(?P<secret>\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{20,}" + _WRAP + ")"),
+    ),
     (
         "api_key",
         re.compile(
-            r"(?P<secret>\b(?:ghp|gho|ghs|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{16,})"
+            r"(?P<secret>\b(?:ghp|gho|ghs|ghu|github_pat|glpat|xox[abpr])[-_][A-Za-z0-9_-]{16,}"
+            + _WRAP
+            + ")"
         ),
     ),
-    ("api_key", re.compile(r"(?P<secret>\bAKIA[0-9A-Z]{16})")),
-    ("bearer", re.compile(r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{12,})")),
+    ("api_key", re.compile(r"(?P<secret>\bAIza[0-9A-Za-z_-]{35}\b)")),
+    ("api_key", re.compile(r"(?P<secret>\bnvapi-[A-Za-z0-9_-]{20,}" + _WRAP + ")")),
+    ("aws_key", re.compile(r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)")),
+    (
+        "jwt",
+        re.compile(
+            r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _WRAP + ")"
+        ),
+    ),
+    (
+        "bearer",
+        re.compile(
+            r"(?i)\bbearer[ \t]+(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,}" + _WRAP + ")"
+        ),
+    ),
     (
         "authorization",
         re.compile(
-            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic\s+)?(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,})"
-        ),
-    ),
-    (
-        "flag",
-        re.compile(
-            r"(?i)--(?:api[-_]key|token|hf[-_]token|password|secret|admin[-_]api[-_]key)(?:=|\s+)[\"']?(?P<secret>(?!<redacted)[^\s\"',)]+)"
+            r"(?i)\b(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?"
+            r"(?:basic[ \t]+|token[ \t]+)?"
+            r"(?P<secret>(?!<redacted)(?!bearer\b)[A-Za-z0-9._~+/=-]{8,})"
         ),
     ),
     (
         "url_password",
-        re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^\s:/@]+:(?P<secret>[^\s@/]+)@"),
-    ),
-    (
-        "env",
-        re.compile(
-            rf"(?P<name>\b{_SECRET_NAME})\s*(?:=|:)\s*[\"']?(?P<secret>(?!<redacted)[^\s\"',)]{{4,}})"
-        ),
+        re.compile(rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@"),
     ),
 ]
+
+
+_PRIORITY = {"secret": 1, "env": 1, "flag": 1}
+"""A key rule names its kind only where no shape rule knows better (``HF_TOKEN=hf_…``)."""
+
+
+def secret_name(name: str) -> bool:
+    """Whether a key, flag or variable name says its value is a secret."""
+    compact = re.sub(r"[^a-z0-9]", "", name.lower())
+    return compact.endswith(_SECRET_ENDINGS) and compact not in _NOT_SECRET_NAMES
+
+
+def _is_secret_value(value: str) -> bool:
+    stripped = value.strip()
+    return not (
+        not stripped
+        or stripped.lower() in _NOT_SECRETS
+        or stripped.startswith(("<redacted:", "$", "%", "<", "{", "["))
+        or _PLAIN_NUMBER.fullmatch(stripped)
+        or "..." in stripped
+    )
 
 
 class Redactor:
@@ -60,26 +147,137 @@ class Redactor:
     def __init__(self) -> None:
         self._placeholders: dict[str, str] = {}
         self.counts: dict[str, int] = {}
+        self._known: re.Pattern[str] | None = None
+        self._in_pem = False
+        self._awaiting_value: str | None = None
+
+    # -- placeholders ----------------------------------------------------------------------
 
     def _placeholder(self, kind: str, secret: str) -> str:
         """The secret's placeholder; ``counts`` counts distinct secrets, not mentions."""
         if secret not in self._placeholders:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             self._placeholders[secret] = f"<redacted:{kind}:{self.counts[kind]}>"
+            self._known = None
         return self._placeholders[secret]
 
-    def text(self, value: str) -> str:
-        for kind, pattern in _RULES:
-            value = pattern.sub(functools.partial(self._replace, kind), value)
-        return value
+    def learn(self, values: Iterable[Any]) -> None:
+        """Find the secrets in ``values`` (placeholders are numbered in this order) without
+        changing anything, so that ``text`` also replaces them where no rule would see them."""
+        for value in values:
+            self.value(value)
+        self._in_pem = False
+        self._awaiting_value = None
 
-    def _replace(self, kind: str, match: re.Match[str]) -> str:
-        whole, secret = match.group(0), match.group("secret")
-        if secret.startswith("<redacted:") or secret in {"hf_...", "None", "null", "EMPTY"}:
-            return whole
-        start, end = match.span("secret")
-        offset = match.start()
-        return whole[: start - offset] + self._placeholder(kind, secret) + whole[end - offset :]
+    # -- strings ---------------------------------------------------------------------------
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced."""
+        spans = self._spans(value)
+        out, last = [], 0
+        for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1], _PRIORITY.get(s[2], 0))):
+            if start < last:
+                continue  # inside a span already replaced
+            secret = value[start:end]
+            out += [value[last:start], self._placeholder(kind, secret)]
+            last = end
+        out.append(value[last:])
+        return self._replace_known("".join(out))
+
+    def lines(self, lines: Iterable[str]) -> list[str]:
+        """Consecutive lines of one log: a PEM block or a secret's value may go on past a
+        line's end (``--api-key`` at the end of one line, the value at the start of the next)."""
+        return [self.line(line) for line in lines]
+
+    def line(self, line: str) -> str:
+        """The next line of a log read line by line (``watch``): see ``lines``."""
+        if self._in_pem:
+            end = _PEM_END.search(line)
+            if end is None:
+                return self._placeholder("private_key", line) if line.strip() else line
+            self._in_pem = False
+            body = line[: end.start()]
+            hidden = self._placeholder("private_key", body) if body.strip() else body
+            return hidden + self.text(line[end.start() :])
+        awaiting, self._awaiting_value = self._awaiting_value, None
+        if awaiting is not None:
+            first = re.match(r"[ \t]*(?P<secret>[^\s'\",;)}\]]+)", line)
+            if first and _is_secret_value(first.group("secret")):
+                begin, stop = first.span("secret")
+                line = line[:begin] + self._placeholder(awaiting, line[begin:stop]) + line[stop:]
+        return self.text(line)
+
+    def _spans(self, value: str) -> list[tuple[int, int, str]]:
+        spans: list[tuple[int, int, str]] = []
+        spans += self._pem_spans(value)
+        for kind, pattern in _SHAPES:
+            for match in pattern.finditer(value):
+                secret = match.group("secret")
+                if _is_secret_value(secret):
+                    spans.append((*match.span("secret"), kind))
+        spans += self._key_spans(value)
+        return spans
+
+    def _pem_spans(self, value: str) -> list[tuple[int, int, str]]:
+        spans = []
+        for begin in _PEM_BEGIN.finditer(value):
+            end = _PEM_END.search(value, begin.end())
+            stop = end.start() if end else len(value)
+            if stop > begin.end():
+                spans.append((begin.end(), stop, "private_key"))
+            if end is None:
+                self._in_pem = True  # the block goes on in the next line
+        for line in _BASE64_LINE.finditer(value):
+            secret = line.group("secret")
+            if (
+                re.search(r"[a-z]", secret)
+                and re.search(r"[A-Z]", secret)
+                and re.search(r"\d", secret)
+            ):
+                spans.append((*line.span("secret"), "private_key"))
+        return spans
+
+    def _key_spans(self, value: str) -> list[tuple[int, int, str]]:
+        spans = []
+        for pattern, kind in ((_KEY, "secret"), (_FLAG, "flag")):
+            for match in pattern.finditer(value):
+                if not secret_name(match.group("key")):
+                    continue
+                rest = match.end()
+                if rest >= len(value) or value[rest] == "\n":
+                    if value[rest:].strip() == "":
+                        self._awaiting_value = kind  # the value is on the next line
+                    found = re.compile(r"[ \t]*\n[ \t]*").match(value, rest)
+                    if found is None:
+                        continue
+                    rest = found.end()
+                listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
+                rest = listed.end() if listed else rest
+                quoted = _QUOTED.match(value, rest)
+                bare = None if quoted else _BARE.match(value, rest)
+                secret = quoted or bare
+                if secret is None or not _is_secret_value(secret.group("secret")):
+                    continue
+                start = secret.start("secret")
+                if value[start : start + 6].lower() == "bearer":
+                    continue  # the bearer rule takes the token after it
+                name = match.group("key")
+                named = "env" if kind == "secret" and name.isupper() else kind
+                spans.append((*secret.span("secret"), named))
+        return spans
+
+    def _replace_known(self, value: str) -> str:
+        """Every secret learnt so far, wherever it occurs (a value a template copied)."""
+        if not self._placeholders:
+            return value
+        if self._known is None:
+            secrets = sorted((s for s in self._placeholders if len(s) >= 6), key=len, reverse=True)
+            self._known = (
+                re.compile("|".join(map(re.escape, secrets))) if secrets else re.compile("(?!)")
+            )
+        return self._known.sub(lambda m: self._placeholders[m.group(0)], value)
+
+    # -- models ----------------------------------------------------------------------------
 
     def value(self, value: Any) -> Any:
         if isinstance(value, Enum):
@@ -87,23 +285,43 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, list):
-            return [self.value(item) for item in value]
+            return self._items(value)
         if isinstance(value, dict):
-            return {key: self._env_entry(key, item) for key, item in value.items()}
+            return {key: self._entry(key, item) for key, item in value.items()}
         if isinstance(value, BaseModel):
-            return value.model_copy(
-                update={name: self.value(getattr(value, name)) for name in type(value).model_fields}
-            )
+            return self._model(value, {})
         return value
 
-    def _env_entry(self, key: Any, item: Any) -> Any:
-        if isinstance(key, str) and isinstance(item, str) and re.fullmatch(_SECRET_NAME, key):
-            return self._placeholder("env", item) if item else item
+    def _model(self, model: BaseModel, done: dict[str, Any]) -> BaseModel:
+        """A copy of ``model`` with its fields redacted (those in ``done`` already are)."""
+        fields = [name for name in type(model).model_fields if name not in done]
+        return model.model_copy(
+            update={**{name: self.value(getattr(model, name)) for name in fields}, **done}
+        )
+
+    def _items(self, items: list[Any]) -> list[Any]:
+        """A list; the texts of consecutive evidence lines are read as lines of one log."""
+        if items and all(
+            isinstance(i, BaseModel) and isinstance(getattr(i, "text", None), str) for i in items
+        ):
+            texts = self.lines(item.text for item in items)
+            self._in_pem, self._awaiting_value = False, None
+            return [
+                self._model(item, {"text": text}) for item, text in zip(items, texts, strict=True)
+            ]
+        return [self.value(item) for item in items]
+
+    def _entry(self, key: Any, item: Any) -> Any:
+        if isinstance(key, str) and isinstance(item, str) and secret_name(key):
+            kind = "env" if key.isupper() else "secret"
+            return self._placeholder(kind, item) if _is_secret_value(item) else item
         return self.value(item)
 
 
 def redact(diagnosis: Diagnosis) -> Diagnosis:
     """The same diagnosis with every secret replaced, and the counts of what was replaced."""
     redactor = Redactor()
-    cleaned = redactor.value(diagnosis.model_copy(update={"redactions": {}}))
+    bare = diagnosis.model_copy(update={"redactions": {}})
+    redactor.learn([bare])
+    cleaned = redactor.value(bare)
     return cleaned.model_copy(update={"redactions": dict(sorted(redactor.counts.items()))})

@@ -68,7 +68,7 @@ def _number(text: str) -> int | None:
     text = text.strip()
     try:
         return int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, nan, inf
         return None
 
 
@@ -159,6 +159,7 @@ def snapshot(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> GpuSnapsh
             [binary, _QUERY_GPU, _FORMAT],
             capture_output=True,
             text=True,
+            errors="replace",  # a driver's message need not be UTF-8
             timeout=timeout,
             check=False,
         )
@@ -166,6 +167,7 @@ def snapshot(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> GpuSnapsh
             [binary, _QUERY_APPS, _FORMAT],
             capture_output=True,
             text=True,
+            errors="replace",  # a driver's message need not be UTF-8
             timeout=timeout,
             check=False,
         )
@@ -211,6 +213,7 @@ def uuids(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> dict[str, in
             [binary, "--query-gpu=index,uuid", _FORMAT],
             capture_output=True,
             text=True,
+            errors="replace",  # a driver's message need not be UTF-8
             timeout=timeout,
             check=False,
         )

@@ -111,7 +111,7 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     if lowered.startswith("@"):
         try:
             return datetime.fromtimestamp(float(lowered[1:]), tz=timezone.utc)
-        except ValueError:
+        except (ValueError, OverflowError, OSError):  # not a number, or past any calendar
             pass
     elif lowered == "now":
         return now
@@ -120,7 +120,10 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         return midnight + timedelta(days={"today": 0, "yesterday": -1, "tomorrow": 1}[lowered])
     elif (relative := _RELATIVE.match(lowered)) and relative.group("unit") in _SPANS:
         seconds = float(relative.group("amount")) * _SPANS[relative.group("unit")]
-        return now + timedelta(seconds=seconds if relative.group("sign") == "+" else -seconds)
+        try:
+            return now + timedelta(seconds=seconds if relative.group("sign") == "+" else -seconds)
+        except OverflowError:
+            pass
     else:
         try:
             stamp = datetime.fromisoformat(value)
@@ -486,15 +489,29 @@ class JournalctlBackend:
         return sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
 
     def boots(self) -> list[str]:
-        result = subprocess.run(
-            [*self._base(), "--list-boots"], capture_output=True, text=True, check=False
-        )
+        try:
+            result = subprocess.run(
+                [*self._base(), "--list-boots"],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=LIST_BOOTS_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                f"journalctl --list-boots did not answer within {LIST_BOOTS_TIMEOUT_S}s",
+                help="pass -b BOOT_ID, or check journald: systemctl status systemd-journald",
+            ) from None
         boots = []
         for line in result.stdout.splitlines():
             parts = line.split()
             if len(parts) >= 2 and _BOOT_ID.match(parts[1]):
                 boots.append(parts[1])
         return boots
+
+
+LIST_BOOTS_TIMEOUT_S = 60
 
 
 def open_backend(location: JournalLocation, prefer: str | None = None) -> Backend:
@@ -778,6 +795,11 @@ def _scan_attempts(
     return scope
 
 
+MAX_PUSHED_INVOCATIONS = 16
+"""Past this many invocations the journal's match (one OR term per invocation, tested on
+every entry) costs more than it saves: the unit's entries are read and filtered here."""
+
+
 def read_scope(
     backend: Backend, scope: Scope, source: str, year: int, keep: Keep | None = None
 ) -> Iterator[Record]:
@@ -794,7 +816,11 @@ def read_scope(
     )
     extra = [f"_BOOT_ID={scope.boot}"] if scope.boot else []
     chosen = scope.invocations
-    if all(a.invocation for a in scope.attempts) and not scope.user:
+    if (
+        all(a.invocation for a in scope.attempts)
+        and not scope.user
+        and len(chosen) <= MAX_PUSHED_INVOCATIONS
+    ):
         # the match pushed down to the journal (a user unit's output may lack the ID)
         service = [[f"_SYSTEMD_INVOCATION_ID={i}", *extra] for i in sorted(chosen)]
         unit_groups = [*service, *_manager_groups(scope.unit, scope.boot)]

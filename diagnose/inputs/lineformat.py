@@ -169,11 +169,10 @@ class LineParser:
             record.prefixed = True
             record.rank = sglang.group("ranks").strip() or None
             record.text = sglang.group("msg")
-            self.year = int(sglang.group("ts")[:4])
-            if record.ts is None:
-                record.ts = datetime.strptime(sglang.group("ts"), "%Y-%m-%d %H:%M:%S").replace(
-                    microsecond=int(sglang.group("ms") or 0) * 1000, tzinfo=timezone.utc
-                )
+            own = _sglang_time(sglang.group("ts"), sglang.group("ms"))
+            if own is not None:
+                self.year = own.year
+                record.ts = record.ts or own
             record.stream += "|" + (record.rank or "main")
             return
         vllm = _VLLM.match(text)
@@ -210,7 +209,7 @@ class LineParser:
     def _parse_json(self, line_no: int | None, raw: str) -> Record | None:
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             return None
         if not isinstance(entry, dict) or "MESSAGE" not in entry:
             return None
@@ -230,7 +229,7 @@ def journal_entry_record(
     record.invocation = _field(entry, "_SYSTEMD_INVOCATION_ID") or _field(entry, "INVOCATION_ID")
     stamp = _field(entry, "__REALTIME_TIMESTAMP")
     if stamp and stamp.isdigit():
-        record.ts = datetime.fromtimestamp(int(stamp) / 1_000_000, tz=timezone.utc)
+        record.ts = time_from_usec(stamp)
     ident = _field(entry, "SYSLOG_IDENTIFIER")
     pid = _field(entry, "_PID")
     transport = _field(entry, "_TRANSPORT")
@@ -264,6 +263,22 @@ def _field(entry: dict, name: str) -> str | None:
     if isinstance(value, list):
         value = value[0] if value else None
     return str(value) if value is not None else None
+
+
+def time_from_usec(stamp: str) -> datetime | None:
+    """A journal time in microseconds since the epoch; None when no calendar holds it."""
+    try:
+        return datetime.fromtimestamp(int(stamp) / 1_000_000, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _sglang_time(stamp: str, millis: str | None) -> datetime | None:
+    try:
+        parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S")
+    except ValueError:  # 2026-02-30, 25:61:00
+        return None
+    return parsed.replace(microsecond=int(millis or 0) * 1000, tzinfo=timezone.utc)
 
 
 def _clock_format(clock: str) -> str:

@@ -17,7 +17,7 @@ from diagnose.render.terminal import terminal
 def _terminal_width() -> int | None:
     try:
         return os.get_terminal_size(sys.stdout.fileno()).columns
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):  # no stdout, or not a terminal
         return None
 
 
@@ -26,6 +26,8 @@ def write_report(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     try:
         write_atomically(directory / path.name, text)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory", help="name a file: -o DIR/report.md") from None
     except OSError as error:
         raise UserError(f"{path}: cannot write: {error.strerror}") from None
 
@@ -34,12 +36,24 @@ def emit(diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool) -
     """Render the diagnosis (redacted unless asked not to) to stdout or ``output``."""
     if not no_redact:
         diagnosis = redact(diagnosis)
-    style = terminal(os.environ, output is None and sys.stdout.isatty(), _terminal_width())
+    if output is not None and str(output) == "-":
+        output = None
+    to_terminal = output is None and sys.stdout is not None and sys.stdout.isatty()
+    style = terminal(os.environ, to_terminal, _terminal_width() if to_terminal else None)
     text = render(diagnosis, fmt, width=style.width, color=style.color and output is None)
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         write_report(output, text)
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout, flushed. A closed stdout is a user error (exit 2); so is a full disk,
+    raised as ``OSError`` for the entry point to report in one line."""
+    if sys.stdout is None:
+        raise UserError("stdout is closed", help="write the report to a file: -o FILE")
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def exit_code(diagnosis: Diagnosis, fail_on: str = "error") -> ExitCode:

@@ -71,6 +71,7 @@ def unit_path(unit: str, root: Path = Path("/")) -> Path:
     """Where a unit file of ours goes (``/etc/systemd/system/UNIT``); refuses a symlink."""
     check_unit_name(unit)
     target = root / DROPIN_DIR / unit
+    _inside_root(target.parent, root)
     if target.is_symlink():
         raise UserError(f"{target}: is a symlink; refusing to write through it")
     return target
@@ -79,7 +80,7 @@ def unit_path(unit: str, root: Path = Path("/")) -> Path:
 def dropin_path(unit: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> Path:
     """Where the drop-in goes; refuses a unit name or a symlink that leads out of it."""
     check_unit_name(unit)
-    base = (root / DROPIN_DIR).resolve()
+    base = _inside_root(root / DROPIN_DIR, root)
     target = root / DROPIN_DIR / f"{unit}.d" / name
     resolved_dir = target.parent.resolve()
     if resolved_dir.parent != base or resolved_dir.name != f"{unit}.d":
@@ -90,6 +91,17 @@ def dropin_path(unit: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> P
     if target.is_symlink():
         raise UserError(f"{target}: is a symlink; refusing to write through it")
     return target
+
+
+def _inside_root(path: Path, root: Path) -> Path:
+    """``path`` with its symlinks resolved; refused when one leads out of ``root``."""
+    resolved, top = path.resolve(), root.resolve()
+    if not resolved.is_relative_to(top):
+        raise UserError(
+            f"{path}: resolves to {resolved}, outside {top}",
+            help="a symlink under --root leads out of it; remove it, or choose another root",
+        )
+    return resolved
 
 
 def apply_dropin(unit: str, text: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> Applied:

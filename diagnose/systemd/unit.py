@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 import shlex
 import shutil
@@ -443,8 +444,34 @@ def _load_environment_file(
 
 
 def under_root(root: Path | None, path: str) -> Path:
-    """``path`` (absolute, as a unit names it) under ``root`` when there is one."""
-    return (root / path.lstrip("/")) if root is not None else Path(path)
+    """``path`` (absolute, as a unit names it) under ``root`` when there is one, its symlinks
+    resolved inside ``root`` as a chroot would: an absolute link target, or ``..`` past the
+    top, stays under ``root`` and never reads the host's own files."""
+    if root is None:
+        return Path(path)
+    top = root.resolve()
+    resolved = top
+    pending = [part for part in Path(path).parts if part not in ("/", "", ".")]
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            resolved = resolved.parent if resolved != top else top
+            continue
+        candidate = resolved / part
+        if candidate.is_symlink() and hops < _MAX_SYMLINKS:
+            hops += 1
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = top
+            pending = [p for p in Path(target).parts if p not in ("/", "", ".")] + pending
+            continue
+        resolved = candidate
+    return resolved
+
+
+_MAX_SYMLINKS = 40
+"""As the kernel: past this many links in one path, stop following (a loop)."""
 
 
 # -- finding the unit ---------------------------------------------------------------------
