@@ -162,7 +162,11 @@ def test_did_you_mean_for_flags_and_variables():
     [
         ("sglang", "0.5.23", "0.5.23"),
         ("sglang", "0.5.99", "0.5.23"),
-        ("vllm", "0.1.0", "0.27.1"),
+        # An old release maps to the mined release of its own line, not the newest.
+        ("sglang", "0.4.3", "0.4.3.post4"),
+        ("sglang", "0.4.5.post1", "0.4.3.post4"),
+        ("vllm", "0.6.4", "0.6.3.post1"),
+        ("vllm", "0.1.0", "0.5.5"),
         ("vllm", None, "0.34.0"),
     ],
 )

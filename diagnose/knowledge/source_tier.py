@@ -214,6 +214,11 @@ class ReleaseContext:
     def table(self) -> mined.FlagTable | None:
         return mined.flag_table(self.engine, self.version) if self.version else None
 
+    def in_release(self, versions: Sequence[str]) -> bool:
+        """Whether a template of ``versions`` is one of this release's; with no version
+        shown, every mined release counts."""
+        return self.shown is None or self.version in versions
+
 
 def engine_source_findings(incident: IncidentView) -> list[Finding]:
     """The decisive message's finding: the earliest candidate an argparse error or an error
@@ -273,7 +278,7 @@ def _best_hit(
             judgement = knowledge.judge(hit)
             if judgement.role != "cause" or judgement.category is None:
                 continue
-            in_release = source == "libraries" or context.version in hit.template.versions
+            in_release = source == "libraries" or context.in_release(hit.template.versions)
             key = (hit.cut_short, -hit.template.fixed_chars, not in_release, order, hit.template.id)
             ranked.append((key, hit, judgement, context))
     if not ranked:
@@ -297,7 +302,7 @@ def _where(hit: TemplateHit, context: ReleaseContext) -> str:
 
 
 def _release_words(versions: Sequence[str], context: ReleaseContext) -> str:
-    if context.version in versions:
+    if context.shown is not None and context.version in versions:
         return context.version or ""
     if not versions:
         return "(no release)"
@@ -323,7 +328,7 @@ def _finding(
             "short); the source continues: "
             f"`{template.text[:300]}`."
         )
-    if template.source != "libraries" and context.version not in template.versions:
+    if template.source != "libraries" and not context.in_release(template.versions):
         explanation.append(_version_sentence(template.versions, context))
     bound = {k: v for k, v in hit.values.items() if v and len(v) <= 120}
     if bound:
