@@ -285,3 +285,26 @@ def test_the_built_wheel_carries_the_knowledge_files(tmp_path: Path) -> None:
     assert "diagnose/_knowledge/engine-source-rules.yaml" in names
     assert "diagnose/_knowledge/overrides.yaml" in names
     assert "diagnose/_knowledge/mined/sglang/flags/0.5.23.json" in names
+
+
+# SGLang 0.5.1 to 0.5.9 (sglang/srt/server_args.py) reject trtllm_mha off SM100 with these
+# words; later releases word it otherwise.
+OLD_RELEASE_MESSAGE = (
+    "ValueError: TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). "
+    "Please use a different backend."
+)
+
+
+def test_a_message_of_an_older_release_is_matched_and_named_with_that_release() -> None:
+    (found,) = engine_source_findings(_view(OLD_RELEASE_MESSAGE, version="0.5.9"))
+    assert found.category == "gpu_arch_support"
+    assert found.raised_in and found.raised_in.startswith("SGLang 0.5.9, sglang.srt.server_args")
+    assert "weaker" not in found.explanation
+
+
+def test_with_no_version_shown_every_mined_release_counts() -> None:
+    (found,) = engine_source_findings(_view(OLD_RELEASE_MESSAGE, version=None))
+    assert found.raised_in and found.raised_in.startswith("SGLang 0.5.1.post3 to 0.5.9")
+    assert "weaker" not in found.explanation
+    (newer,) = engine_source_findings(_view(OLD_RELEASE_MESSAGE, version="0.5.23"))
+    assert "does not write this message as mined" in newer.explanation

@@ -111,6 +111,8 @@ class RemovedFlag(_Data):
     flag: str
     kind: Literal["renamed", "split", "removed"]
     successors: tuple[str, ...]
+    gone_in: str | None = None
+    """The first mined release without the flag (set by ``flag_history``)."""
 
 
 class FlagChange(_Data):
@@ -203,9 +205,14 @@ def flag_history(engine: str, flag: str, version: str) -> RemovedFlag | None:
             break
         for removed in change.removed:
             if removed.flag == flag:
-                found = removed
+                found = removed.model_copy(update={"gone_in": change.to_version})
         if flag in change.added:
             found = None
+    if found is not None and found.kind == "renamed" and len(found.successors) == 1:
+        # A successor renamed or removed in its turn by ``version``: the chain's end.
+        later = flag_history(engine, found.successors[0], version)
+        if later is not None:
+            return found.model_copy(update={"kind": later.kind, "successors": later.successors})
     return found
 
 

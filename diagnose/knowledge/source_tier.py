@@ -638,16 +638,17 @@ def _unrecognized_fix(
         history = mined.flag_history(context.engine, flag, context.version or "")
         if history is not None and history.kind == "renamed" and len(history.successors) == 1:
             successor = history.successors[0]
-            sentences.append(f"`{flag}` was renamed to `{successor}` by {release}.")
+            sentences.append(f"`{flag}` was renamed to `{successor}` ({_gone(history, context)}).")
             remove.append(flag)
             add += [successor, value] if value else [successor]
         elif history is not None and history.successors:
             listed = ", ".join(f"`{s}`" for s in history.successors)
             sentences.append(
-                f"`{flag}` was split in {release} into {listed}: set the one that fits by hand."
+                f"`{flag}` was split into {listed} ({_gone(history, context)}): set the one "
+                "that fits by hand."
             )
         elif history is not None:
-            sentences.append(f"`{flag}` was removed by {release}: drop it.")
+            sentences.append(f"`{flag}` was removed ({_gone(history, context)}): drop it.")
             remove.append(flag)
         else:
             close = table.close_flags(flag)
@@ -665,6 +666,12 @@ def _unrecognized_fix(
     )
     patch = Patch(args_remove=remove, args_add=add) if remove else None
     return title, sentences, patch
+
+
+def _gone(history: mined.RemovedFlag, context: ReleaseContext) -> str:
+    """``gone in vLLM 0.6.6.post1, the first mined release without it``."""
+    release = history.gone_in or context.version
+    return f"gone in {context.name} {release}, the first mined release without it"
 
 
 def _ambiguous_fix(flag: str, table: mined.FlagTable, context: ReleaseContext) -> _Fix | None:
