@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.core.fleet import summarize_fleet
+from diagnose.core.fleet import deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
+from diagnose.inputs.files import LogInput
 from diagnose.runs.journal import JournalOptions, diagnose_journal
 from tests import journalgen
-from tests.conftest import invoke
+from tests.conftest import feed, invoke
 
 FLEET = Path("fixtures/fleet")
 HEALTHY = "fixtures/incidents/healthy-sglang.journal.txt"  # host gpu-node-07, reached ready
@@ -151,3 +152,31 @@ def test_a_two_node_journal_names_the_node_that_failed_first(tmp_path: Path) -> 
     assert fleet["primary"] == by_host["gpu-node-08"]["id"]
     assert by_host["gpu-node-07"]["role"] == "symptom"
     assert by_host["gpu-node-07"]["caused_by"] == by_host["gpu-node-08"]["id"]
+
+
+@pytest.mark.parametrize(
+    ("args", "deployment"),
+    [
+        # SGLang prints its arguments as ServerArgs(...); vLLM as a dict of non-default args
+        (
+            "server_args=ServerArgs(nnodes=2, node_rank=1, dist_init_addr='10.20.0.7:5000')",
+            "10.20.0.7:5000",
+        ),
+        (
+            "non-default args: {'nnodes': 2, 'node_rank': 1, 'master_addr': '10.20.0.7', 'master_port': 29501}",
+            "10.20.0.7:29501",
+        ),
+        (
+            "non-default args: {'data_parallel_size': 4, 'data_parallel_address': '10.20.0.7'}",
+            "10.20.0.7",
+        ),
+        ("non-default args: {'nnodes': 1, 'master_addr': '127.0.0.1', 'master_port': 29501}", None),
+        ("server_args=ServerArgs(nnodes=1, dist_init_addr=None)", None),
+    ],
+)
+def test_the_deployment_is_read_from_either_engines_arguments(
+    args: str, deployment: str | None
+) -> None:
+    line = f"INFO 03-06 10:12:00 [utils.py:326] {args}"
+    engine = feed([LogInput.from_text(line + "\n")])
+    assert deployment_of(engine.facts) == deployment

@@ -57,9 +57,11 @@ def test_sglang_release_has_known_flags_and_templates(version):
     table = mined.flag_table("sglang", version)
     for flag in ("--model-path", "--tp-size", "--mem-fraction-static", "--port"):
         assert table.lookup(flag).outcome == "exact", flag
-    assert "Not enough memory. Please try to increase --mem-fraction-static." in _texts(
-        "sglang", version
-    )
+    if mined.release(version) >= (0, 2):  # the KV-cache check came with 0.2 (worded anew since)
+        assert any(
+            text.startswith("Not enough memory") and "--mem-fraction-static" in text
+            for text in _texts("sglang", version)
+        )
 
 
 @pytest.mark.parametrize("version", mined.versions("vllm"))
@@ -67,9 +69,10 @@ def test_vllm_release_has_known_flags_and_templates(version):
     table = mined.flag_table("vllm", version)
     for flag in ("--max-model-len", "--tensor-parallel-size", "--gpu-memory-utilization"):
         assert table.lookup(flag).outcome == "exact", flag
-    assert any(
-        text.startswith("Engine core initialization failed.") for text in _texts("vllm", version)
-    )
+    texts = _texts("vllm", version)
+    assert any("No available memory for the cache blocks" in text for text in texts)
+    if mined.release(version) >= (0, 8):  # the V1 engine core came with 0.8
+        assert any(text.startswith("Engine core initialization failed.") for text in texts)
 
 
 def test_underscores_are_an_error_for_sglang_and_fine_for_vllm():
@@ -102,7 +105,7 @@ def test_flag_changes_name_successors():
     changes = mined.flag_changes("sglang")
     assert len(changes) == len(mined.versions("sglang")) - 1
     removed = [item for change in changes for item in change.removed]
-    assert removed, "ten releases without a single removed flag is implausible"
+    assert removed, "two dozen releases without a single removed flag is implausible"
     for item in removed:
         assert item.kind == "removed" or item.successors
 
@@ -162,7 +165,8 @@ def test_did_you_mean_for_flags_and_variables():
     [
         ("sglang", "0.5.23", "0.5.23"),
         ("sglang", "0.5.99", "0.5.23"),
-        ("vllm", "0.1.0", "0.27.1"),
+        ("vllm", "0.1.0", "0.5.5"),
+        ("vllm", "0.10.1", "0.9.2"),
         ("vllm", None, "0.34.0"),
     ],
 )

@@ -182,6 +182,8 @@ class Engine:
         self.attempt_history = TimelineTracker()
         self._attempts = AttemptCounter()
         self._phases: dict[str | None, list[tuple[int, str]]] = {}
+        self._ready_seqs: list[int] = []
+        """Where the any-rank history records "ready", in order (bisected, never scanned)."""
         """Per rank (None: any rank), the seq at which each startup phase began."""
         self.unit_counts: dict[str, int] = {}
         self.engines: dict[str, int] = {}
@@ -318,6 +320,8 @@ class Engine:
                 current = self._phase_in(history, record.seq)
                 if current is None or PHASE_ORDER[phase] > PHASE_ORDER[current]:
                     bisect.insort(history, (record.seq, phase))
+                    if rank is None and phase == "ready":
+                        bisect.insort(self._ready_seqs, record.seq)
 
     def _attempt_of(self, seq: int) -> int:
         return bisect.bisect_right(self._attempt_starts, seq)
@@ -342,8 +346,8 @@ class Engine:
     def _ready_between(self, start: int, seq: int) -> bool:
         """Whether any line of the start attempt that began at ``start`` said the server was
         ready before ``seq``."""
-        history = self._phases.get(None, [])
-        return any(p == "ready" and start <= begun < seq for begun, p in history)
+        index = bisect.bisect_left(self._ready_seqs, start)
+        return index < len(self._ready_seqs) and self._ready_seqs[index] < seq
 
     def _new_attempt(self, ts: datetime | None, seq: int) -> None:
         for state in self._states:

@@ -18,12 +18,21 @@ DEFAULT_SKEW_TOLERANCE_S = 30.0
 
 
 def deployment_of(facts: dict[str, object]) -> str | None:
-    """The deployment a host's launch arguments name: SGLang's ``dist_init_addr`` when
-    ``nnodes`` > 1 (the rendezvous every node of it shares); None when single-node or unsaid."""
-    address = facts.get("dist_init_addr")
-    if str(facts.get("nnodes", "1")) not in ("", "1") and address not in (None, "None"):
-        return str(address)
-    return None
+    """The deployment a host's launch arguments name, the rendezvous every node of it shares:
+    SGLang's ``dist_init_addr`` or vLLM's ``master_addr``(:``master_port``) when ``nnodes`` > 1,
+    else vLLM's ``data_parallel_address``; None when single-node or unsaid."""
+
+    def said(key: str) -> str | None:
+        value = facts.get(key)
+        return None if value in (None, "", "None") else str(value)
+
+    if str(facts.get("nnodes", "1")) not in ("", "1"):
+        if said("dist_init_addr"):
+            return said("dist_init_addr")
+        if said("master_addr"):
+            port = said("master_port")
+            return f"{said('master_addr')}:{port}" if port else said("master_addr")
+    return said("data_parallel_address")
 
 
 def _host_report(host: str, diagnosis: Diagnosis, deployment: str | None) -> HostReport:

@@ -169,9 +169,15 @@ def _kept(row: Mapping[str, Any]) -> bool:
 
 
 def _distinct(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per text: the start-up path's first, versions merged, places counted."""
+    """One row per text, versions merged, places counted: named after where the newest
+    release writes it (then the start-up path's first), as a report should say."""
     by_text: dict[str, dict[str, Any]] = {}
-    order = sorted(rows, key=lambda r: (not r["startup"], r["module"], r["function"], r["id"]))
+
+    def newest_first(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        newest = max((_version_key(v) for v in row["versions"]), default=())
+        return (tuple(-part for part in newest), not row["startup"], row["module"], row["id"])
+
+    order = sorted(rows, key=newest_first)
     for row in order:
         seen = by_text.get(row["text"])
         if seen is None:
