@@ -126,6 +126,20 @@ def test_an_error_at_the_end_of_a_plain_log() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "runtimeerror: cuda error: out of memory while allocating the kv cache",
+        "oserror: [errno 2] no such file or directory: '/models/x/config.json'",
+    ],
+)
+def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str) -> None:
+    """A forum post lower-cases the whole excerpt: its exception line is still the failure."""
+    cause = primary(run_text(line + "\n"))
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "The log ends with an error" in cause.explanation
+
+
 def test_a_requested_stop_is_no_failure() -> None:
     diagnosis = run_text(
         "Mar 12 09:00:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"
