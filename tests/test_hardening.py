@@ -135,6 +135,13 @@ def test_a_format_spec_that_does_not_fit_the_value_leaves_the_text_out() -> None
     assert fill("{v} GiB", {"v": 2.0}) == "2 GiB"
 
 
+def test_a_destination_is_written_as_its_flag() -> None:
+    """``{name:flag}``: how Python errors name an option (``max_model_len``) becomes the flag."""
+    assert fill("drop {k:flag}", {"k": "disable_log_requests"}) == "drop --disable-log-requests"
+    assert fill("{k:flag}", {"k": "--tp-size"}) == "--tp-size"
+    assert fill("{k:>6}", {"k": "ab"}) == "    ab"
+
+
 def test_non_utf8_nvidia_smi_output_is_read(tmp_path: Path) -> None:
     fake = tmp_path / "nvidia-smi"
     row = "0, GPU-0f1e, NVIDIA H200\xff, 143771, 1024, 0".encode("latin-1")

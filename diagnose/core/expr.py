@@ -249,12 +249,22 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
+class _Text(str):
+    """A filled value; ``{name:flag}`` writes an argparse destination (``max_model_len``, as
+    Python errors name it) as its flag (``--max-model-len``)."""
+
+    def __format__(self, spec: str) -> str:
+        if spec == "flag":
+            return "--" + self.strip().lstrip("-").replace("_", "-")
+        return str.__format__(str(self), spec)
+
+
 def fill(template: str, values: Values) -> str | None:
     """Fill ``{name}`` fields; None when a field has no value."""
     names = template_fields(template)
     if any(values.get(name) in (None, "") for name in names):
         return None
     try:
-        return template.format_map({name: format_number(values[name]) for name in names})
+        return template.format_map({name: _Text(format_number(values[name])) for name in names})
     except (ValueError, LookupError, AttributeError, TypeError):  # {n:d} over a text value
         return None
