@@ -227,12 +227,12 @@ def test_fuzz_signature_files(tmp_path: Path, document: dict) -> None:
 
 def test_o_keeps_the_mode_of_an_existing_report(tmp_path: Path) -> None:
     report = tmp_path / "report.txt"
-    report.write_text("old\n")
+    report.write_text("the previous report\n")
     report.chmod(0o600)
     result = run_cli("file", LOG, "-o", report)
     assert result.returncode == 1, result.stderr
     assert stat.S_IMODE(report.stat().st_mode) == 0o600
-    assert "old" not in report.read_text()
+    assert "the previous report" not in report.read_text()
 
 
 def test_o_writes_through_a_symlink_and_keeps_it(tmp_path: Path) -> None:
