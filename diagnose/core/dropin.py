@@ -250,14 +250,14 @@ def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:
             if key in unit and unit[key][1] != value:
                 out.append(f"{fix.id} sets {key}={value}; {unit[key][0]} set {unit[key][1]}")
             unit[key] = (fix.id, value)
-        for group in _flag_groups(patch.args_add):
+        for group in flag_groups(patch.args_add):
             flag = group[0].replace("_", "-")
             if flag in flags and flags[flag][1] != group[1:]:
                 before = " ".join(flags[flag][1]) or "(on)"
                 now = " ".join(group[1:]) or "(on)"
                 out.append(f"{fix.id} sets {flag} {now}; {flags[flag][0]} set it to {before}")
             flags[flag] = (fix.id, group[1:])
-        added_here = {g[0].replace("_", "-") for g in _flag_groups(patch.args_add)}
+        added_here = {g[0].replace("_", "-") for g in flag_groups(patch.args_add)}
         for removed in patch.args_remove:
             flag = removed.replace("_", "-")
             if flag in flags and flag not in added_here:
@@ -266,7 +266,8 @@ def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:
     return out
 
 
-def _flag_groups(args: Sequence[str]) -> list[list[str]]:
+def flag_groups(args: Sequence[str]) -> list[list[str]]:
+    """Command-line words grouped as a flag with the values after it (``--tp 4`` is one)."""
     groups: list[list[str]] = []
     for word in args:
         if word.startswith("-") or not groups:

@@ -34,6 +34,7 @@ from pathlib import Path
 from diagnose.core.dropin import (
     DROPIN_NAME,
     escape_literal,
+    flag_groups,
     quote_word,
     render_dropin,
     split_fixes,
@@ -659,21 +660,11 @@ def remove_flags(argv: list[str], flags: Iterable[str]) -> list[str]:
     return out
 
 
-def _groups(args: list[str]) -> list[list[str]]:
-    groups: list[list[str]] = []
-    for word in args:
-        if word.startswith("-") or not groups:
-            groups.append([word])
-        else:
-            groups[-1].append(word)
-    return groups
-
-
 def patched_argv(argv: list[str], patch: Patch) -> list[str]:
     """The command line with ``args_remove`` dropped and ``args_add`` set (a flag already
     there is replaced, not repeated). Added words are literal: ``%`` and ``$`` are escaped."""
     result = remove_flags(argv, patch.args_remove)
-    for group in _groups(patch.args_add):
+    for group in flag_groups(patch.args_add):
         if group[0].startswith("-"):
             result = remove_flags(result, [group[0]])
         result += [escape_literal(word) for word in group]
@@ -767,11 +758,11 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
     after_env = {k: v for k, v in before_env.items() if k not in patch.env_unset}
     after_env.update(patch.env_set)
     before = [
-        *(f"argv: {shlex.join(g)}" for g in _groups(before_argv)),  # a flag with its value
+        *(f"argv: {shlex.join(g)}" for g in flag_groups(before_argv)),  # a flag with its value
         *(f"env: {k}={v}" for k, v in sorted(before_env.items())),
     ]
     after = [
-        *(f"argv: {shlex.join(g)}" for g in _groups(after_argv)),
+        *(f"argv: {shlex.join(g)}" for g in flag_groups(after_argv)),
         *(f"env: {k}={v}" for k, v in sorted(after_env.items())),
     ]
     diff = "\n".join(difflib.unified_diff(before, after, "before", "after", lineterm="", n=0))
