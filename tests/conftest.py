@@ -103,6 +103,21 @@ def by_signature(diagnosis: Diagnosis, signature_id: str) -> Finding | None:
     return next((f for f in diagnosis.findings if f.signature == signature_id), None)
 
 
+def systemd_verify(unit: Path) -> str:
+    """``systemd-analyze verify`` of ``unit`` (with the drop-ins beside it), asserted to
+    pass; its stderr. Skips the test where systemd cannot run it here (no bus)."""
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if "Failed to" in result.stderr and "bus" in result.stderr.lower():
+        pytest.skip(f"systemd-analyze cannot run here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """``python -m diagnose ARGS`` in a subprocess: exit codes and stderr as a user sees them."""
     return subprocess.run(
