@@ -145,6 +145,23 @@ def _emit(
     report.emit(diagnosis, "dropin" if patch_only else fmt.value, output, no_redact)
 
 
+def _say_fixes(lines: list[str]) -> None:
+    """What a fix command did (``fixes_commands.describe``) on stderr; indented lines, the
+    commands to run, stay bare for copying."""
+    for line in lines:
+        typer.echo(line if line.startswith(" ") else f"diagnose: {line}", err=True)
+
+
+def _take_back(unit: str, fix: str | None, root: Path, unit_file: Path | None) -> None:
+    """``fixes remove`` / ``fixes undo``: one fix (None: the last) taken out of the drop-in."""
+    from diagnose.commands import fixes as fixes_commands
+    from diagnose.core.units import unit_name
+
+    removed, applied = fixes_commands.remove(unit, fix, root, unit_file)
+    typer.echo(f"diagnose: took back {removed.id}", err=True)
+    _say_fixes(fixes_commands.describe(applied, unit_name(unit)))
+
+
 def _duration(value: str | None, option: str) -> float | None:
     from diagnose.core.signature import parse_duration
 
@@ -316,8 +333,7 @@ def journal_command(
     _emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if apply:
         applied = apply_dropin(result, root, into_override)
-        for line in fixes_commands.describe(applied, result.diagnosis.unit or unit):
-            typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
+        _say_fixes(fixes_commands.describe(applied, result.diagnosis.unit or unit))
     raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
 
 
@@ -444,13 +460,7 @@ def fixes_remove(
     unit_file: FixesUnitFileOption = None,
 ) -> None:
     """Take one fix back; the others stay in effect."""
-    from diagnose.commands import fixes as fixes_commands
-    from diagnose.core.units import unit_name
-
-    removed, applied = fixes_commands.remove(unit, fix, root, unit_file)
-    typer.echo(f"diagnose: took back {removed.id}", err=True)
-    for line in fixes_commands.describe(applied, unit_name(unit)):
-        typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
+    _take_back(unit, fix, root, unit_file)
 
 
 @fixes_app.command("undo")
@@ -458,13 +468,7 @@ def fixes_undo(
     unit: FixesUnitOption, root: HookRootOption = Path("/"), unit_file: FixesUnitFileOption = None
 ) -> None:
     """Take back the last fix applied."""
-    from diagnose.commands import fixes as fixes_commands
-    from diagnose.core.units import unit_name
-
-    removed, applied = fixes_commands.remove(unit, None, root, unit_file)
-    typer.echo(f"diagnose: took back {removed.id}", err=True)
-    for line in fixes_commands.describe(applied, unit_name(unit)):
-        typer.echo(f"diagnose: {line}" if not line.startswith(" ") else line, err=True)
+    _take_back(unit, None, root, unit_file)
 
 
 @postmortem_app.command("write")
