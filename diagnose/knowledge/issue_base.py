@@ -9,7 +9,7 @@ hand signature has explained the incident.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,18 +85,27 @@ def compile_template(template: str) -> regex.Pattern[str]:
     >>> pattern.search("RuntimeError: CUDA error: out of memory (code 2)").group("code")
     '2'
     """
+    return compile_holes(template, lambda kind, _last: _HOLE_PATTERNS[kind or "any"])
+
+
+def compile_holes(template: str, body_of: Callable[[str | None, bool], str]) -> regex.Pattern[str]:
+    """A ``{name}`` / ``{name:type}`` template as a regex over one re-spaced message: literal
+    runs escaped (``{{``/``}}`` are braces), each hole the pattern ``body_of(type, last)``
+    gives (``last``: the template ends with it); a name met again matches without a group."""
     parts: list[str] = []
     names: set[str] = set()
     position = 0
-    for hole in _HOLE.finditer(template):
+    holes = list(_HOLE.finditer(template))
+    for number, hole in enumerate(holes):
         literal = template[position : hole.start()]
         position = hole.end()
         if hole.group(0) in ("{{", "}}"):
             parts.append(_literal(literal + hole.group(0)[0]))
             continue
         parts.append(_literal(literal))
-        name, kind = hole.group("name"), hole.group("type") or "any"
-        body = _HOLE_PATTERNS[kind]
+        last = number == len(holes) - 1 and not template[position:].strip()
+        body = body_of(hole.group("type"), last)
+        name = hole.group("name")
         parts.append(f"(?P<{name}>{body})" if name not in names else f"(?:{body})")
         names.add(name)
     parts.append(_literal(template[position:]))

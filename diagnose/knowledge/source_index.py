@@ -31,7 +31,7 @@ from typing import Any
 
 import regex
 
-from diagnose.knowledge.issue_base import knowledge_dir
+from diagnose.knowledge.issue_base import compile_holes, knowledge_dir
 from diagnose.knowledge.known_issues import _HOLE
 
 SOURCES = ("sglang", "vllm", "libraries")
@@ -135,28 +135,9 @@ def strip_exception(message: str) -> str:
 
 def compile_pattern(template: str) -> regex.Pattern[str]:
     """A template as a regex over one re-spaced message; a hole at the end takes the rest."""
-    parts: list[str] = []
-    names: set[str] = set()
-    position = 0
-    holes = [h for h in _HOLE.finditer(template)]
-    for number, hole in enumerate(holes):
-        literal = template[position : hole.start()]
-        position = hole.end()
-        if hole.group(0) in ("{{", "}}"):
-            parts.append(_literal(literal + hole.group(0)[0]))
-            continue
-        parts.append(_literal(literal))
-        last = number == len(holes) - 1 and not template[position:].strip()
-        body = _HOLE_PATTERNS.get(hole.group("type") or "", r".*" if last else r".*?")
-        name = hole.group("name")
-        parts.append(f"(?P<{name}>{body})" if name not in names else f"(?:{body})")
-        names.add(name)
-    parts.append(_literal(template[position:]))
-    return regex.compile("".join(parts))
-
-
-def _literal(text: str) -> str:
-    return regex.escape(regex.sub(r"\s+", " ", text))
+    return compile_holes(
+        template, lambda kind, last: _HOLE_PATTERNS.get(kind or "", r".*" if last else r".*?")
+    )
 
 
 # -- building ----------------------------------------------------------------------------
