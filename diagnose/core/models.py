@@ -73,6 +73,14 @@ CATEGORIES: tuple[str, ...] = (
 )
 
 
+def known_category(category: str) -> str:
+    """``category`` when it is one of the contract's; else ValueError naming them (for the
+    validators of signatures, known issues and the engine-source rules)."""
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown category {category!r}; use one of: {', '.join(CATEGORIES)}")
+    return category
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from diagnose.core.expr import Arithmetic, Condition, ExpressionError, template_fields
-from diagnose.core.models import CATEGORIES, Confidence, Role, Severity
+from diagnose.core.models import Confidence, Role, Severity, known_category
 from diagnose.core.versions import is_version
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
@@ -353,9 +353,7 @@ class Signature(_Schema):
     @field_validator("category")
     @classmethod
     def _known_category(cls, value: str) -> str:
-        if value not in CATEGORIES:
-            raise ValueError(f"unknown category {value!r}; use one of: {', '.join(CATEGORIES)}")
-        return value
+        return known_category(value)
 
     @model_validator(mode="after")
     def _prepare(self) -> Signature:

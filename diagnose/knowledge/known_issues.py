@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from diagnose.core.models import CATEGORIES
+from diagnose.core.models import known_category
 
 COMPONENTS = (
     "sglang",
@@ -160,9 +160,7 @@ class KnownIssue(_Schema):
     @field_validator("category")
     @classmethod
     def _known_category(cls, category: str) -> str:
-        if category not in CATEGORIES:
-            raise ValueError(f"unknown category {category!r}; one of: {', '.join(CATEGORIES)}")
-        return category
+        return known_category(category)
 
 
 def load_record(path: Path) -> KnownIssue:

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.models import CATEGORIES, Confidence, Finding, Patch, Role, Severity
+from diagnose.core.models import Confidence, Finding, Patch, Role, Severity, known_category
 from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import knowledge_dir
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
@@ -83,9 +83,7 @@ class SourceRule(_Schema):
     @field_validator("category")
     @classmethod
     def _known(cls, category: str) -> str:
-        if category not in CATEGORIES:
-            raise ValueError(f"not a contract category: {category!r}")
-        return category
+        return known_category(category)
 
     @field_validator("words")
     @classmethod
