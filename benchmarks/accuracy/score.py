@@ -174,7 +174,7 @@ def covers_fix(finding: dict[str, Any], fix: dict[str, Any]) -> bool:
             return False
     given_args = flag_pairs([str(token) for token in patch.get("args_add") or []])
     for flag, value in flag_pairs([str(token) for token in fix.get("args_add") or []]).items():
-        if flag not in given_args or (value is not None and given_args[flag] != value):
+        if flag not in given_args or (value not in (None, "") and given_args[flag] != value):
             return False
     removed = {str(token) for token in patch.get("args_remove") or []}
     if any(flag not in removed for flag in fix.get("args_remove") or []):

@@ -4,7 +4,8 @@ Conditions are ``name``, ``not name``, ``left OP right`` with OP one of
 ``< <= > >= == !=``, or ``left in right`` / ``left not in right`` where ``right`` is a name
 holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); operands are
 names, numbers or quoted strings. Derived values are
-arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``)
+arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``,
+``nearest_divisor``)
 over names and numbers. Nothing is ever passed to ``eval``.
 """
 
@@ -36,12 +37,26 @@ _BINARY: dict[type, Callable[[float, float], float]] = {
     ast.Div: operator.truediv,
 }
 
+
+def nearest_divisor(number: float, near: float) -> float:
+    """The power of two that divides ``number`` nearest to ``near`` (ties go up): the
+    parallel size to suggest when ``near`` does not divide a model's head or expert count.
+
+    >>> nearest_divisor(16, 6), nearest_divisor(12, 8), nearest_divisor(40, 6)
+    (8.0, 4.0, 8.0)
+    """
+    whole = int(number)
+    candidates = [2**k for k in range(whole.bit_length()) if whole % 2**k == 0] or [1]
+    return float(min(candidates, key=lambda c: (abs(c - near), -c)))
+
+
 _FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min,
     "max": max,
     "round": round,
     "floor": math.floor,
     "ceil": math.ceil,
+    "nearest_divisor": nearest_divisor,
 }
 
 
