@@ -11,11 +11,12 @@ Two ways through a log, with the same result:
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import mmap
+import multiprocessing
 import os
+import signal
 import stat
 import sys
 import zlib
@@ -37,6 +38,9 @@ from diagnose.inputs.lineformat import LineParser, year_hint
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""
 CHUNK_BYTES = 8 << 20
+PARALLEL_MIN_BYTES = 64 << 20
+"""A mapped file this large is read by several processes when more than one CPU is usable
+(below it, starting them costs more than they save)."""
 YEAR_LOOKAHEAD = 256
 HEAD_LINES = 256
 """The scanned path parses the first lines of an input whatever they hold."""
@@ -124,40 +128,43 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
     mapped and cut at line ends (one copy per chunk); pipes and gzip are read in blocks."""
     stream = _open(log)
     mapped = _mapped(stream)
-    if mapped is not None:
-        try:
-            yield from _mapped_chunks(mapped)
-        finally:
+    try:
+        if mapped is not None:
+            yield from _mapped_chunks(mapped, stream.fileno())
+        else:
+            yield from _stream_chunks(stream, log)
+    finally:
+        if mapped is not None:
             mapped.close()
-            _close(log, stream)
-        return
+        _close(log, stream)
+
+
+def _stream_chunks(stream: BinaryIO, log: LogInput) -> Iterator[bytes]:
+    """:func:`raw_chunks` of a pipe or a gzip stream, read in blocks."""
     rest = b""
     skipping = False
     ended = False
-    try:
-        while True:
-            block, ended = (b"", True) if ended else _read_block(stream, log)
-            if not block:
-                if rest and not skipping:
-                    yield rest + b"\n"
-                return
-            if skipping:
-                newline = block.find(b"\n")
-                if newline < 0:
-                    continue
-                block, skipping = block[newline + 1 :], False
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
-            tail = data[cut:]
-            if len(tail) > MAX_LINE_BYTES:
-                rest, skipping = b"", True
-                yield data[:cut] + tail[:MAX_LINE_BYTES] + b"\n"
+    while True:
+        block, ended = (b"", True) if ended else _read_block(stream, log)
+        if not block:
+            if rest and not skipping:
+                yield rest + b"\n"
+            return
+        if skipping:
+            newline = block.find(b"\n")
+            if newline < 0:
                 continue
-            rest = tail
-            if cut:
-                yield data[:cut]
-    finally:
-        _close(log, stream)
+            block, skipping = block[newline + 1 :], False
+        data = rest + block
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        if len(tail) > MAX_LINE_BYTES:
+            rest, skipping = b"", True
+            yield data[:cut] + tail[:MAX_LINE_BYTES] + b"\n"
+            continue
+        rest = tail
+        if cut:
+            yield data[:cut]
 
 
 def _mapped(stream: BinaryIO) -> mmap.mmap | None:
@@ -173,35 +180,39 @@ def _mapped(stream: BinaryIO) -> mmap.mmap | None:
         return None
 
 
-def _mapped_chunks(mapped: mmap.mmap) -> Iterator[bytes]:
-    """:func:`raw_chunks` over a mapped file: each chunk is cut at the last line end within
-    ``CHUNK_BYTES`` and copied once; a line longer than a chunk keeps ``MAX_LINE_BYTES``."""
+def _mapped_chunks(mapped: mmap.mmap, descriptor: int) -> Iterator[bytes]:
+    """:func:`raw_chunks` of a regular file: the mapping finds where each chunk ends
+    (:func:`_mapped_bounds`, a page touched per chunk) and one ``pread`` copies it, at a
+    fraction of what faulting the mapped pages in would cost."""
+    for start, end in _mapped_bounds(mapped):
+        yield _chunk_at(descriptor, start, end)
+
+
+def _mapped_bounds(mapped: mmap.mmap) -> Iterator[tuple[int, int]]:
+    """Where the chunks of a mapped file begin and end: each is cut at the last line end
+    within ``CHUNK_BYTES``; a line longer than a chunk is a chunk of its own."""
     size = len(mapped)
-    mapped.madvise(mmap.MADV_SEQUENTIAL)
     start = 0
     while start < size:
         limit = start + CHUNK_BYTES
         if limit >= size:
-            chunk = mapped[start:size]
-            yield chunk if chunk.endswith(b"\n") else chunk + b"\n"
+            yield start, size
             return
         end = mapped.rfind(b"\n", start, limit) + 1
-        if end > 0:
-            yield mapped[start:end]
-        else:
-            yield mapped[start : start + MAX_LINE_BYTES] + b"\n"  # one endless line: its head
+        if end <= 0:  # one endless line
             line_end = mapped.find(b"\n", limit)
             end = size if line_end < 0 else line_end + 1
-        _release(mapped, start, end)
+        yield start, end
         start = end
 
 
-def _release(mapped: mmap.mmap, start: int, end: int) -> None:
-    """Drop the pages of a part already read from this process (memory stays flat; the
-    kernel keeps them in its page cache)."""
-    first = start - start % mmap.PAGESIZE
-    with contextlib.suppress(OSError):
-        mapped.madvise(mmap.MADV_DONTNEED, first, end - first)
+def _chunk_at(descriptor: int, start: int, end: int) -> bytes:
+    """The bytes of one chunk, ending in a newline; of a line longer than a chunk, only its
+    first ``MAX_LINE_BYTES``."""
+    if end - start > CHUNK_BYTES:
+        return os.pread(descriptor, MAX_LINE_BYTES, start) + b"\n"
+    chunk = os.pread(descriptor, end - start, start)
+    return chunk if chunk.endswith(b"\n") else chunk + b"\n"
 
 
 def _read_block(stream: BinaryIO, log: LogInput) -> tuple[bytes, bool]:
@@ -294,68 +305,192 @@ def _lines_before(chunk: bytes, start: int, floor: int, spans: list[tuple[int, i
     spans.extend(reversed(found))
 
 
+@dataclass
+class _Chosen:
+    """The lines one chunk gives the events, each with its number within the chunk (from 0),
+    and what the next chunk and the end of the input need to know."""
+
+    lines: list[tuple[int, bytes]]
+    newlines: int
+    """How many lines the chunk holds."""
+    context_out: int
+    """Lines after a traceback header (or of the input's head) still owed by the next chunk."""
+    size: int
+    head: list[bytes]
+    """The input's first lines (only in its first chunk): they tell the year."""
+    trailing: list[tuple[int, bytes]]
+    """The input's last lines not yet chosen (only in its last chunk)."""
+    tail: list[bytes]
+    """The input's last ``TAIL_LINES`` lines (only in its last chunk): its last timestamp."""
+
+
+def _choose(
+    chunk: bytes, scanner: NeedleScanner, context_left: int, first: bool, last: bool
+) -> _Chosen:
+    """The lines of ``chunk`` that hold a needle, with the lines a traceback header or a
+    process exit brings along; ``context_left`` lines are owed from the chunk before."""
+    spans: list[tuple[int, int]] = []
+    cursor, context_left = _take_lines(chunk, 0, context_left, spans)
+    for match_end in scanner.ends(chunk):
+        if match_end <= cursor:
+            continue
+        start = chunk.rfind(b"\n", 0, match_end) + 1
+        end = chunk.index(b"\n", match_end - 1)
+        if any(marker in chunk[start:end] for marker in EXIT_MARKERS):
+            _lines_before(chunk, start, cursor, spans)
+        spans.append((start, end))
+        cursor = end + 1
+        if _TRACEBACK in chunk[start:end]:
+            cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
+    lines = []
+    counted_at, counted = 0, 0
+    for start, end in spans:
+        counted += chunk.count(b"\n", counted_at, start)
+        counted_at = start
+        lines.append((counted, chunk[start:end]))
+    newlines = counted + chunk.count(b"\n", counted_at)
+    head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD] if first else []
+    trailing: list[tuple[int, bytes]] = []
+    tail: list[bytes] = []
+    if last:
+        ends: list[tuple[int, int]] = []
+        _lines_before(chunk, len(chunk), cursor, ends)
+        trailing = [(chunk.count(b"\n", 0, start), chunk[start:end]) for start, end in ends]
+        tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
+    return _Chosen(lines, newlines, context_left, len(chunk), head, trailing, tail)
+
+
+def _with_last(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Each chunk, and whether it is the last (one chunk read ahead)."""
+    previous: bytes | None = None
+    for chunk in chunks:
+        if previous is not None:
+            yield previous, False
+        previous = chunk
+    if previous is not None:
+        yield previous, True
+
+
+def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator[_Chosen]:
+    """What each chunk of the input gives, in order: in this process, or, for a large
+    mapped file and ``jobs`` over 1, by that many worker processes."""
+    stream = _open(log)
+    mapped = _mapped(stream)
+    try:
+        if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES:
+            yield from _chosen_in_parallel(mapped, stream.fileno(), scanner, jobs)
+            return
+        chunks = (
+            _mapped_chunks(mapped, stream.fileno())
+            if mapped is not None
+            else _stream_chunks(stream, log)
+        )
+        context, first = HEAD_LINES, True
+        for chunk, last in _with_last(chunks):
+            chosen = _choose(chunk, scanner, context, first, last)
+            context, first = chosen.context_out, False
+            yield chosen
+    finally:
+        if mapped is not None:
+            mapped.close()
+        _close(log, stream)
+
+
+def _chosen_in_parallel(
+    mapped: mmap.mmap, descriptor: int, scanner: NeedleScanner, jobs: int
+) -> Iterator[_Chosen]:
+    """:func:`_chosen_chunks` by worker processes, each given whole chunks (cut where one
+    process would cut them), merged in order. A worker does not know what the chunk before
+    owes its own (the lines after a traceback header that chunk ends with): it assumes
+    nothing, and where the chunk before did owe lines, the chunk is chosen again here, so
+    the result is exactly one process's."""
+    bounds = list(_mapped_bounds(mapped))
+    tasks = [
+        (start, end, HEAD_LINES if i == 0 else 0, i == 0, i == len(bounds) - 1)
+        for i, (start, end) in enumerate(bounds)
+    ]
+    workers = multiprocessing.get_context("fork").Pool(
+        min(jobs, len(tasks)), initializer=_start_worker, initargs=(descriptor, scanner)
+    )
+    with workers:
+        owed = HEAD_LINES
+        for task, chosen in zip(tasks, workers.imap(_choose_at, tasks), strict=True):
+            start, end, assumed, first, last = task
+            if assumed != owed:
+                chosen = _choose(_chunk_at(descriptor, start, end), scanner, owed, first, last)
+            owed = chosen.context_out
+            yield chosen
+
+
+_worker: tuple[int, NeedleScanner] | None = None
+"""In a worker process: the parent's open file and scanner (inherited, not copied)."""
+
+
+def _start_worker(descriptor: int, scanner: NeedleScanner) -> None:
+    global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    _worker = (descriptor, scanner)
+
+
+def _choose_at(task: tuple[int, int, int, bool, bool]) -> _Chosen:
+    """:func:`_choose` of one chunk of the mapped file, in a worker process."""
+    assert _worker is not None
+    descriptor, scanner = _worker
+    start, end, context, first, last = task
+    return _choose(_chunk_at(descriptor, start, end), scanner, context, first, last)
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity, which containers and ``taskset``
+    narrow), the default number of ``jobs``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def scanned_events(
     log: LogInput,
     scanner: NeedleScanner,
     first_seq: int = 0,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> Iterator[Event]:
     """Events of the lines that hold a needle, and of the tracebacks they start.
-    ``progress`` is told the size of each chunk once it is done."""
+    ``progress`` is told the size of each chunk once it is done; ``jobs`` over 1 lets that
+    many processes read a large file (the events are the same)."""
     parser: LineParser | None = None
     grouper = TracebackGrouper()
     stats = _Stats(log)
     lines_before = 0
-    context_left = HEAD_LINES  # the head tells the engine, the year and the first timestamp
+    trailing: list[tuple[int, bytes]] = []
     tail: list[bytes] = []
-    last: tuple[bytes, int, int] | None = None
-    for chunk in raw_chunks(log):
+    for chosen in _chosen_chunks(log, scanner, jobs):
         if parser is None:
-            head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]
-            parser = LineParser(log.name, _default_year(log, (_decode(h) for h in head)))
-        spans: list[tuple[int, int]] = []
-        cursor, context_left = _take_lines(chunk, 0, context_left, spans)
-        for match_end in scanner.ends(chunk):
-            if match_end <= cursor:
-                continue
-            start = chunk.rfind(b"\n", 0, match_end) + 1
-            end = chunk.index(b"\n", match_end - 1)
-            if any(marker in chunk[start:end] for marker in EXIT_MARKERS):
-                _lines_before(chunk, start, cursor, spans)
-            spans.append((start, end))
-            cursor = end + 1
-            if _TRACEBACK in chunk[start:end]:
-                cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
-        last = (chunk, cursor, lines_before)
-        counted_at, counted = 0, lines_before
-        for start, end in spans:
-            counted += chunk.count(b"\n", counted_at, start)
-            counted_at = start
-            record = parser.parse(counted + 1, _decode(chunk[start:end]))
+            head = (_decode(h) for h in chosen.head)
+            parser = LineParser(log.name, _default_year(log, head))
+        for index, raw in chosen.lines:
+            record = parser.parse(lines_before + index + 1, _decode(raw))
             if record is None:
                 continue
-            record.seq = first_seq + counted + 1
+            record.seq = first_seq + lines_before + index + 1
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-        lines_before = counted + chunk.count(b"\n", counted_at)
+        if chosen.trailing or chosen.tail:
+            trailing = [(lines_before + index, raw) for index, raw in chosen.trailing]
+            tail = chosen.tail
+        lines_before += chosen.newlines
         if progress is not None:
-            progress(len(chunk))
-        tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
+            progress(chosen.size)
     log.lines = lines_before
-    if parser is not None and last is not None:  # the input's last lines, not yet read
-        chunk, cursor, base = last
-        spans = []
-        _lines_before(chunk, len(chunk), cursor, spans)
-        for start, end in spans:
-            record = parser.parse(
-                base + chunk.count(b"\n", 0, start) + 1, _decode(chunk[start:end])
-            )
+    if parser is not None:  # the input's last lines, not yet read
+        for index, raw in trailing:
+            record = parser.parse(index + 1, _decode(raw))
             if record is None:
                 continue
             record.seq = first_seq + (record.line or 0)
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-    if parser is not None:
         last_ts = _last_timestamp(parser, tail)
         if last_ts is not None and (log.last_ts is None or last_ts > log.last_ts):
             log.last_ts = last_ts
@@ -397,8 +532,9 @@ def events(
     scanner: NeedleScanner | None,
     first_seq: int = 0,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> Iterator[Event]:
     """The scanned path when there is a scanner, else every line."""
     if scanner is None:
         return line_events(log, first_seq)
-    return scanned_events(log, scanner, first_seq, progress)
+    return scanned_events(log, scanner, first_seq, progress, jobs)
