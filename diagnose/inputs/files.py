@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import io
 import mmap
-import multiprocessing
 import os
 import signal
 import stat
@@ -377,7 +376,7 @@ def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator
     stream = _open(log)
     mapped = _mapped(stream)
     try:
-        if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES:
+        if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES and _FORK:
             yield from _chosen_in_parallel(mapped, stream.fileno(), scanner, jobs)
             return
         chunks = (
@@ -409,6 +408,8 @@ def _chosen_in_parallel(
         (start, end, HEAD_LINES if i == 0 else 0, i == 0, i == len(bounds) - 1)
         for i, (start, end) in enumerate(bounds)
     ]
+    import multiprocessing  # only here: a small input never starts a process
+
     workers = multiprocessing.get_context("fork").Pool(
         min(jobs, len(tasks)), initializer=_start_worker, initargs=(descriptor, scanner)
     )
@@ -422,6 +423,8 @@ def _chosen_in_parallel(
             yield chosen
 
 
+_FORK = hasattr(os, "fork")
+"""Workers are forked: they inherit the open file and the compiled scanner as they are."""
 _worker: tuple[int, NeedleScanner] | None = None
 """In a worker process: the parent's open file and scanner (inherited, not copied)."""
 
