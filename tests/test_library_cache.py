@@ -116,10 +116,10 @@ def test_data_files_beside_the_signatures_are_cached_too(
     directory = tmp_path / "data"
     directory.mkdir()
     shutil.copy(REPO / "signatures" / library.FACTS_FILE, directory)
-    first = library.load_facts.__wrapped__(directory)
+    first = [p.model_dump() for p in library.load_facts.__wrapped__(directory)]
     assert len(list(cache.glob("data-*.marshal"))) == 1
     monkeypatch.setattr(library, "_parse_yaml", _no_yaml)
-    assert library.load_facts.__wrapped__(directory) == first
+    assert [p.model_dump() for p in library.load_facts.__wrapped__(directory)] == first
     (directory / library.FACTS_FILE).write_text("facts: [")  # changed bytes: parsed again
     monkeypatch.undo()
     monkeypatch.setenv(CACHE_DIR_VARIABLE, str(cache))
