@@ -20,7 +20,7 @@ from diagnose.atomic import write_bytes_atomically
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
-from diagnose.knowledge.deferred import EngineSourceTier, KnownIssueTier
+from diagnose.knowledge.deferred import EngineSourceTier, KnownIssueTier, ReleaseFactsTier
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
 """Where the parsed library is kept between runs (default: ``$XDG_CACHE_HOME/diagnose``);
@@ -287,14 +287,16 @@ def engine_for(
     knowledge: bool = True,
 ) -> Engine:
     """An engine over ``signatures`` and the launch facts, with the knowledge tiers below
-    them (unless ``knowledge`` is false): known issues from resolved threads, then the
-    engines' own messages."""
+    them (unless ``knowledge`` is false): what the release tables settle, known issues from
+    resolved threads, then the engines' own messages."""
     excluded = os.environ.get(EXCLUDE_THREADS_VARIABLE, "")
     threads = tuple(url.strip() for url in excluded.split(",") if url.strip())
     return Engine(
         signatures,
         facts=load_facts(),
         hang_after=hang_after,
-        explainers=[KnownIssueTier(threads), EngineSourceTier()] if knowledge else [],
+        explainers=(
+            [ReleaseFactsTier(), KnownIssueTier(threads), EngineSourceTier()] if knowledge else []
+        ),
         engine_version=engine_version,
     )

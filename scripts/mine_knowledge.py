@@ -38,6 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from knowledge_mining import archives, native
 from knowledge_mining.envvars import mine_env_vars
+from knowledge_mining.registries import mine_registries
 from knowledge_mining.templates import Template, mine_source
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -444,20 +445,21 @@ def mine_release(
     release: Release,
     prefixes: tuple[str, ...],
     helpers: list[pathlib.Path],
-) -> tuple[list[Template], dict[str, Any], dict[str, Any]]:
-    """Templates, environment variables and flag table of one release."""
+) -> tuple[list[Template], dict[str, Any], dict[str, Any], dict[str, list[str]]]:
+    """Templates, environment variables, flag table and registered names of one release."""
     files = archives.load(cached(release))
     sources = archives.python_sources(files, engine.source_package)
     templates = mine_templates(sources)
     envs = mine_env_vars(archives.python_sources(files, engine.package), prefixes)
     table = flag_table(name, release.version, run_parser_harness(engine.package, files, helpers))
     table["source"] = {"file": release.file, "sha256": release.sha256}
+    registries = mine_registries(archives.python_sources(files, engine.package))
     print(
         f"{name} {release.version}: {len(templates)} templates, {len(table['options'])} options, "
-        f"{len(envs)} variables",
+        f"{len(envs)} variables, {len(registries['architectures'])} architectures",
         flush=True,
     )
-    return templates, envs, table
+    return templates, envs, table, registries
 
 
 def build_engine(name: str, engine: Engine, manifest: Manifest, outputs: Outputs) -> dict[str, Any]:
@@ -486,6 +488,10 @@ def build_engine(name: str, engine: Engine, manifest: Manifest, outputs: Outputs
     outputs.jsonl_gz(f"{name}/templates.jsonl.gz", rows)
     outputs.json(f"{name}/flag_changes.json", flag_changes(tables))
     outputs.json(f"{name}/env_vars.json", env_table(envs, rows))
+    registries = {
+        release.version: result[3] for release, result in zip(engine.releases, results, strict=True)
+    }
+    outputs.json(f"{name}/registries.json", registries)
     return {
         "engine": name,
         "licence": engine.licence,

@@ -20,6 +20,7 @@ from diagnose.knowledge.issue_base import (
     records_dir,
 )
 from diagnose.knowledge.issue_lint import coverage, lint
+from diagnose.knowledge.release_facts import RELEASE_TABLES
 from diagnose.library import load_library
 from diagnose.render import render
 from tests.conftest import REPO, primary, run_cli, run_text
@@ -53,8 +54,9 @@ def test_lint_finds_no_error() -> None:
     assert [p for p in lint(RECORDS) if p.error] == []
 
 
-def test_covered_by_names_a_hand_signature() -> None:
+def test_covered_by_names_a_hand_signature_or_release_tables() -> None:
     library = {signature.id for signature in load_library(include_user_dirs=False)}
+    library |= RELEASE_TABLES
     for record in RECORDS:
         assert record.covered_by is None or record.covered_by in library, record.id
 

@@ -23,6 +23,7 @@ from diagnose.core.incident import (
     Failure,
     IncidentTracker,
     is_noise,
+    may_state_a_cause,
     raised_line,
 )
 from diagnose.core.models import (
@@ -71,6 +72,8 @@ REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
+EXCERPT_LINES = 40
+"""An input this short may be a pasted excerpt: its lines are read even with no error word."""
 MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
 
@@ -178,6 +181,9 @@ class Engine:
         self._needle_set = NeedleSet([*self._by_needle, *self._explainer_needles])
         self._last_ts: datetime | None = None
         self._records_seen = False
+        self._excerpt: list[Record] = []
+        """The first lines, kept while the input may be a pasted excerpt."""
+        self._record_count = 0
         self._attempt_starts: list[int] = []
         """Seq of the first record of each start attempt after the first."""
         self.attempt_history = TimelineTracker()
@@ -270,6 +276,9 @@ class Engine:
 
     def _observe(self, record: Record) -> None:
         self._records_seen = True
+        self._record_count += 1
+        if self._record_count <= EXCERPT_LINES and may_state_a_cause(record):
+            self._excerpt.append(record)
         if record.ts is not None and (self._last_ts is None or record.ts > self._last_ts):
             self._last_ts = record.ts
         if record.engine:
@@ -509,11 +518,15 @@ class Engine:
             or (undecided and self.incident.may_have_failed(last_attempt, ready, ended))
             else None
         )
+        if explained is None and not findings and failure is None:
+            explained = self._explained_excerpt(unit, engine)
         if explained is not None:
             kept = [f for f in findings if f.signature not in {d.signature.id for d in catch_all}]
             findings = with_primary(kept, explained)
         elif findings and self._broad(findings[0]):
             findings[0] = self._refined(findings[0], unit, engine)
+        elif findings:
+            findings[0] = self._with_derived_fix(findings[0], unit, engine)
         if failure is not None and explained is None:
             unknown = self._unknown(failure, templates, unit, catch_all[:1])
             if catch_all and findings and findings[0].signature == catch_all[0].signature.id:
@@ -632,6 +645,19 @@ class Engine:
         """The first explainer's finding for the error lines no signature explained (those
         before seq ``before`` only, when given)."""
         records = [r for r in self.incident.unexplained if before is None or r.seq < before]
+        return self._explain_records(records, unit, engine)
+
+    def _explained_excerpt(self, unit: str | None, engine: str | None) -> Finding | None:
+        """A short input in which nothing reads as an error (a message pasted from a thread,
+        a few lines cut from a log): every line that may state a cause is asked of the tiers,
+        which answer only for messages they know as causes."""
+        if self._record_count > EXCERPT_LINES:
+            return None
+        return self._explain_records(self._excerpt, unit, engine)
+
+    def _explain_records(
+        self, records: Sequence[Record], unit: str | None, engine: str | None
+    ) -> Finding | None:
         if not self.explainers or not records:
             return None
         candidates = tuple(
@@ -671,6 +697,7 @@ class Engine:
         if (
             explained.tier == "engine_source"
             and explained.patch is None
+            and explained.package is None
             and explained.confidence is Confidence.LOW
         ):  # a message matched in the engine's source, with no checked fix, adds nothing to it
             return broad
@@ -683,6 +710,36 @@ class Engine:
                 "severity": max(broad.severity, explained.severity, key=lambda s: s.rank),
             }
         )
+
+    def _with_derived_fix(self, finding: Finding, unit: str | None, engine: str | None) -> Finding:
+        """A signature's root cause that names no fix takes the one the engine's own tables
+        derive from the same evidence lines (a release that accepts the refused value, its
+        valid spelling), with what they say of it. A known issue's fix is not taken: a
+        signature without a patch says why none applies."""
+        has_fix = finding.package is not None or (
+            finding.patch is not None and not finding.patch.is_empty()
+        )
+        if finding.role is not Role.ROOT_CAUSE or finding.tier != "signature" or has_fix:
+            return finding
+        candidates = tuple(
+            Candidate(text=e.message or e.text, evidence=e, phase=finding.phase)
+            for e in finding.evidence[:MAX_EVIDENCE]
+        )
+        view = IncidentView(candidates, engine, self._engine_version(engine), unit)
+        for explainer in self.explainers:
+            derived = next(iter(explainer(view)), None)
+            if derived is None or derived.tier != "engine_source":
+                continue
+            if derived.patch is not None or derived.package is not None:
+                return finding.model_copy(
+                    update={
+                        "explanation": f"{finding.explanation} {derived.explanation}",
+                        "patch": derived.patch,
+                        "patch_note": derived.patch_note,
+                        "package": derived.package,
+                    }
+                )
+        return finding
 
     def _engine_version(self, engine: str | None) -> str | None:
         """The engine's version: given by the user, else shown by the log."""

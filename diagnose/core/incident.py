@@ -54,6 +54,7 @@ _ERROR = re.compile(
 _CHAINED_EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S")
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
 _LEVEL_NOT_ERROR = re.compile(r"\b(?:WARNING|WARN|INFO|DEBUG)\b")
+_INFO_LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b|^[ID]\d{4} \d\d:\d\d:\d\d")
 _LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
 _BENIGN = re.compile("|".join(benign_lines()))
 """Known noise, from the engine profiles."""
@@ -112,6 +113,17 @@ def is_error_line(record: Record) -> bool:
     if not _ERROR.search(text) or _LEVEL_NOT_ERROR.search(prefix) or _LEADING_LEVEL.search(text):
         return False
     return not _BENIGN.search(text)
+
+
+def may_state_a_cause(record: Record) -> bool:
+    """An application line that is not marked as information or debugging output (nor known
+    noise): in an excerpt with no error word, the line that may hold the cause."""
+    text = record.text
+    if record.origin != "app" or not text.strip():
+        return False
+    prefix = record.raw[: max(0, len(record.raw) - len(text))]
+    informational = _INFO_LEVEL.search(prefix) or _INFO_LEVEL.search(text[:60])
+    return not informational and not _BENIGN.search(text)
 
 
 def exception_line(event: Event) -> Record | None:

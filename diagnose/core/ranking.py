@@ -19,6 +19,7 @@ from diagnose.core.models import (
     Evidence,
     Finding,
     Hypothesis,
+    PackageAction,
     Patch,
     Role,
     Severity,
@@ -144,6 +145,16 @@ def fill_texts(signature: Signature, items: Iterable[Any], values: Mapping[str, 
             if filled is not None:
                 out.append(filled)
     return out
+
+
+def _package(signature: Signature, values: Mapping[str, Any]) -> PackageAction | None:
+    """The first package change whose conditions hold and whose fields all have values."""
+    for spec in signature.packages:
+        if all(signature.condition(c).holds(values) for c in spec.when):
+            filled = expr.fill(spec.spec, values)
+            if filled is not None:
+                return PackageAction(name=spec.name, spec=filled, action=spec.action)
+    return None
 
 
 def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
@@ -283,6 +294,8 @@ def rank(drafts: list[Draft]) -> list[Finding]:
                 ],
                 alternatives=fill_texts(signature, signature.alternatives, values),
                 references=list(signature.references),
+                package=_package(signature, values),
+                system_actions=fill_texts(signature, signature.system_actions, values),
                 count=draft.count,
                 attempts=draft.attempts,
                 phase=draft.phase,

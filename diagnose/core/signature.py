@@ -178,6 +178,16 @@ Phase = Literal[
 ]
 
 
+class PackageSpec(_Schema):
+    """A package change that fixes the failure, used when ``when`` holds; ``spec`` may hold
+    ``{capture}`` fields."""
+
+    when: list[str] = Field(default_factory=list)
+    name: str
+    spec: str = ""
+    action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
+
+
 class PreflightRule(_Schema):
     """When the launch configuration alone shows the failure (``diagnose preflight``).
 
@@ -331,6 +341,14 @@ class Signature(_Schema):
     patch_note: str | None = Field(
         default=None, description="Why no config change helps, or what the patch cannot express."
     )
+    packages: list[PackageSpec] = Field(
+        default_factory=list,
+        description="Candidate package changes; the first whose conditions hold is used.",
+    )
+    system_actions: list[Text] = Field(
+        default_factory=list,
+        description="Host actions that fix it (stop a process, start a service), one per item.",
+    )
     next_checks: list[Text] = Field(default_factory=list)
     hypotheses: list[HypothesisSpec] = Field(default_factory=list)
     alternatives: list[Text] = Field(default_factory=list)
@@ -368,16 +386,20 @@ class Signature(_Schema):
         return self
 
     def _conditional_items(self) -> list[list[str]]:
-        items = [t.when for t in (*self.explanation, *self.next_checks, *self.alternatives)]
+        said = (*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions)
+        items = [t.when for t in said]
         items += [h.when for h in self.hypotheses] + [p.when for p in self.patches]
+        items += [p.when for p in self.packages]
         for rule in self.preflight:
             items += [rule.when, *(t.when for t in rule.explanation)]
             items += [p.when for p in rule.patches]
         return items
 
     def _templates(self) -> list[str]:
-        texts = [t.text for t in (*self.explanation, *self.next_checks, *self.alternatives)]
+        said = (*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions)
+        texts = [t.text for t in said]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
+        texts += [p.spec for p in self.packages]
         texts += [self.patch_note] if self.patch_note else []
         patches = [*self.patches, *(p for r in self.preflight for p in r.patches)]
         for patch in patches:

@@ -65,3 +65,18 @@ class EngineSourceTier:
         from diagnose.knowledge.source_tier import EngineSourceExplainer
 
         return EngineSourceExplainer()(incident)
+
+
+@dataclass(frozen=True)
+class ReleaseFactsTier:
+    """``release_facts.ReleaseFactsExplainer``, imported when first asked; like it, no
+    needles."""
+
+    @property
+    def needles(self) -> frozenset[str]:
+        return frozenset()
+
+    def __call__(self, incident: IncidentView) -> list[Finding]:
+        from diagnose.knowledge.release_facts import ReleaseFactsExplainer
+
+        return ReleaseFactsExplainer()(incident)

@@ -109,7 +109,9 @@ class Fix(_Schema):
     env_set: dict[str, str] = Field(default_factory=dict)
     env_unset: tuple[str, ...] = ()
     args_add: tuple[str, ...] = ()
+    """Settings as written on a command line, one per item: ``--dtype half``."""
     args_remove: tuple[str, ...] = ()
+    """The settings to take out, one per item; only the flag (the first word) counts."""
     unit_set: dict[str, str] = Field(default_factory=dict)
     package: PackageChange | None = None
     system: tuple[str, ...] = ()  # host actions: "systemctl enable --now nvidia-fabricmanager"
@@ -148,8 +150,8 @@ class KnownIssue(_Schema):
     component: Literal[COMPONENTS]  # type: ignore[valid-type]
     category: str
     covered_by: str | None = None
-    """A hand signature that already explains this failure (it wins; the record adds its
-    threads and versions)."""
+    """A hand signature, or an engine's release tables (``sglang-release-tables``), that
+    already explains this failure (it wins; the record adds its threads and versions)."""
     versions: Versions | None = None
     message: Message
     conditions: tuple[Condition, ...] = ()

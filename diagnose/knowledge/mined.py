@@ -2,9 +2,10 @@
 
 Files under ``knowledge/mined/``: per engine, the launch-flag table of each release
 (``<engine>/flags/<version>.json``), the flags added and removed between releases
-(``flag_changes.json``), environment variables (``env_vars.json``) and message templates
-(``templates.jsonl.gz``); ``libraries/`` and ``native/`` hold the messages and result codes of
-the libraries under the engines. Everything loads on first use and is cached.
+(``flag_changes.json``), environment variables (``env_vars.json``), the names each release
+registers (``registries.json``: model architectures, tool-call and reasoning parsers) and message
+templates (``templates.jsonl.gz``); ``libraries/`` and ``native/`` hold the messages and result
+codes of the libraries under the engines. Everything loads on first use and is cached.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import difflib
 import gzip
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -225,6 +227,37 @@ def close_env_vars(engine: str, name: str, limit: int = 3) -> list[str]:
     """Declared variables nearest to an unknown one ("did you mean")."""
     declared = [var.name for var in env_vars(engine).values() if var.declared_in]
     return difflib.get_close_matches(name, declared, n=limit, cutoff=0.8)
+
+
+class Registry(_Data):
+    """The names one release registers at run time."""
+
+    architectures: frozenset[str] = frozenset()
+    tool_parsers: frozenset[str] = frozenset()
+    reasoning_parsers: frozenset[str] = frozenset()
+
+
+@cache
+def registries(engine: str) -> dict[str, Registry]:
+    """Each mined release's registry, by version (empty when none was mined)."""
+    path = mined_dir() / engine / "registries.json"
+    if not path.is_file():
+        return {}
+    return {
+        version: Registry.model_validate(row)
+        for version, row in _json(f"{engine}/registries.json").items()
+    }
+
+
+def first_release_with(engine: str, present: Callable[[str], bool]) -> str | None:
+    """The oldest mined release from which ``present(version)`` holds through the newest one
+    (None when the newest release lacks it)."""
+    first = None
+    for version in reversed(versions(engine)):
+        if not present(version):
+            break
+        first = version
+    return first
 
 
 def _jsonl_gz(relative: str) -> list[dict[str, Any]]:

@@ -22,7 +22,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.models import Confidence, Finding, Patch, Role, Severity, known_category
+from diagnose.core.models import (
+    Confidence,
+    Finding,
+    PackageAction,
+    Patch,
+    Role,
+    Severity,
+    known_category,
+)
+from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import knowledge_dir
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
@@ -574,7 +583,7 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
         return None
     if fix is None:
         return None
-    title, sentences, patch = fix
+    title, sentences, patch, package = fix
     where = f"{context.name} {context.version}, launch flags ({table.parser.parser_class})"
     explanation = [
         f"Derived from the engine's source, {where}: argparse stopped the server before "
@@ -602,7 +611,10 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
         confidence=Confidence.MEDIUM,
         evidence=[candidate.evidence],
         patch=patch,
-        patch_note=None if patch else "Change the flag in ExecStart by hand (see above).",
+        patch_note=(
+            None if patch or package else "Change the flag in ExecStart by hand (see above)."
+        ),
+        package=package,
         next_checks=[
             f"`{'python -m sglang.launch_server' if context.engine == 'sglang' else 'vllm serve'}"
             " --help` with the installed version lists its flags."
@@ -613,32 +625,54 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
     )
 
 
-_Fix = tuple[str, list[str], Patch | None]
+_Fix = tuple[str, list[str], Patch | None, PackageAction | None]
 
 
 def _unrecognized_fix(
     tokens: list[str], table: mined.FlagTable, context: ReleaseContext
 ) -> _Fix | None:
-    release = f"{context.name} {context.version}"
+    release_name = f"{context.name} {context.version}"
     sentences: list[str] = []
     remove: list[str] = []
     add: list[str] = []
     named: list[str] = []
+    hints: dict[str, str] = {}
+    upgrade_to: str | None = None
     for position, token in enumerate(tokens):
         if not token.startswith("--"):
             continue
         flag, _, inline = token.partition("=")
         following = tokens[position + 1] if position + 1 < len(tokens) else ""
         value = inline or (following if following and not following.startswith("-") else "")
-        if table.lookup(flag).outcome in ("exact", "abbreviation"):
+        known_here = table.lookup(flag).outcome in ("exact", "abbreviation")
+        history = mined.flag_history(context.engine, flag, context.version or "")
+        added_in = _added_in(flag, context) if history is None else None
+        if known_here and added_in is None:
             continue
         named.append(flag)
-        history = mined.flag_history(context.engine, flag, context.version or "")
-        if history is not None and history.kind == "renamed" and len(history.successors) == 1:
+        dashed = "--" + flag[2:].replace("_", "-")
+        if added_in is not None:
+            sentences.append(
+                f"`{flag}` came with {context.name} {added_in} (the first mined release with it): "
+                "the installed release is older. Upgrade, or drop the flag."
+            )
+            hints.setdefault(flag, f"added in {context.name} {added_in}")
+            if upgrade_to is None or at_least(added_in, upgrade_to):
+                upgrade_to = added_in
+        elif dashed != flag and table.lookup(dashed).outcome == "exact":
+            sentences.append(
+                f"`{flag}` is spelled with underscores; {release_name}'s flag is `{dashed}` "
+                "(this parser does not read `_` as `-`)."
+            )
+            remove.append(flag)
+            add += [dashed, value] if value else [dashed]
+            hints.setdefault(flag, f"spelled `{dashed}`")
+        elif history is not None and history.kind == "renamed" and len(history.successors) == 1:
             successor = history.successors[0]
             sentences.append(f"`{flag}` was renamed to `{successor}` ({_gone(history, context)}).")
             remove.append(flag)
             add += [successor, value] if value else [successor]
+            hints.setdefault(flag, f"renamed to `{successor}`")
         elif history is not None and history.successors:
             listed = ", ".join(f"`{s}`" for s in history.successors)
             sentences.append(
@@ -652,18 +686,41 @@ def _unrecognized_fix(
             close = table.close_flags(flag)
             if close:
                 listed = ", ".join(f"`{c}`" for c in close)
-                sentences.append(f"`{flag}` is not a flag of {release}; did you mean {listed}?")
+                sentences.append(
+                    f"`{flag}` is not a flag of {release_name}; did you mean {listed}?"
+                )
             else:
                 sentences.append(
-                    f"`{flag}` is not a flag of {release}, nor of the releases before."
+                    f"`{flag}` is not a flag of {release_name}, nor of the releases before."
                 )
     if not sentences or not named:
         return None
-    title = f"`{named[0]}` is not a flag of {release}" + (
-        f" (renamed to `{add[0]}`)" if add and add[0].startswith("--") else ""
+    installed = context.name if context.shown is None else release_name
+    title = f"`{named[0]}` is not a flag of the installed {installed}" + (
+        f" ({hints[named[0]]})" if named[0] in hints else ""
     )
     patch = Patch(args_remove=remove, args_add=add) if remove else None
-    return title, sentences, patch
+    package = (
+        PackageAction(name=context.engine, spec=f">={upgrade_to}", action="upgrade")
+        if upgrade_to
+        else None
+    )
+    return title, sentences, patch, package
+
+
+def _added_in(flag: str, context: ReleaseContext) -> str | None:
+    """The release that added ``flag``, when it is newer than the installed one: with no
+    version shown, any release after the oldest mined (the installed one refused it)."""
+    engine = context.engine
+
+    def has_flag(version: str) -> bool:
+        return mined.flag_table(engine, version).lookup(flag).outcome == "exact"
+
+    added = mined.first_release_with(engine, has_flag)
+    if added is None or added == mined.versions(engine)[0]:
+        return None
+    installed = context.version if context.shown is not None else None
+    return None if installed is not None and at_least(installed, added) else added
 
 
 def _gone(history: mined.RemovedFlag, context: ReleaseContext) -> str:
@@ -679,12 +736,12 @@ def _ambiguous_fix(flag: str, table: mined.FlagTable, context: ReleaseContext) -
     history = mined.flag_history(context.engine, flag, context.version or "")
     if lookup.outcome != "ambiguous" or history is None:
         return None
-    release = f"{context.name} {context.version}"
+    release_name = f"{context.name} {context.version}"
     listed = ", ".join(f"`{c}`" for c in lookup.candidates)
     sentences = [
-        f"`{flag}` is not a whole flag of {release}: argparse reads it as an abbreviation of "
+        f"`{flag}` is not a whole flag of {release_name}: argparse reads it as an abbreviation of "
         f"{listed} and cannot choose.",
-        f"`{flag}` was a flag before; {release} {history.kind} it.",
+        f"`{flag}` was a flag before; {release_name} {history.kind} it.",
         "Spell out the one you mean.",
     ]
-    return f"`{flag}` is ambiguous in {release}", sentences, None
+    return f"`{flag}` is ambiguous in {release_name}", sentences, None, None

@@ -5,6 +5,7 @@ say where their knowledge came from (``tier``) and carry lower confidence than a
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -154,9 +155,8 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
             return False
         return True
 
-    args_add = [_fill(token, values) for token in fix.args_add]
-    if not all(usable(token) for token in args_add):
-        args_add = []
+    settings = [_fill(setting, values) for setting in fix.args_add]
+    args_add = [t for s in settings for t in shlex.split(s)] if all(map(usable, settings)) else []
     env_set = {k: _fill(v, values) for k, v in fix.env_set.items()}
     env_set = {k: v for k, v in env_set.items() if usable(f"{k}={v}")}
     unit_set = {k: _fill(v, values) for k, v in fix.unit_set.items()}
@@ -165,7 +165,7 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
         env_set=env_set,
         env_unset=list(fix.env_unset),
         args_add=args_add,
-        args_remove=[_fill(flag, values) for flag in fix.args_remove],
+        args_remove=list(dict.fromkeys(_fill(s, values).split()[0] for s in fix.args_remove)),
         unit_set=unit_set,
     )
     return (None if patch.is_empty() else patch), unresolved

@@ -1,0 +1,292 @@
+"""What the mined releases settle by themselves: a launch value the installed release refuses
+(a newer release accepts it, or a near spelling is valid) and a model architecture only newer
+releases register. These are facts of the releases, not guesses from wording, so this tier is
+asked before the known issues; it answers only when a release table decides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.models import Confidence, Finding, PackageAction, Patch, Role, Severity
+from diagnose.core.versions import at_least
+from diagnose.knowledge import mined
+
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+RELEASE_TABLES = frozenset(f"{engine}-release-tables" for engine in mined.ENGINES)
+"""The signature names of this tier's findings."""
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<flag>--[\w.-]+)(?:/-[\w-]+)?: invalid choice: '?(?P<value>[^'\s]*)'? "
+    r"\(choose from (?P<choices>[^)]*)\)"
+)
+_INVALID_PARSER = re.compile(
+    r"invalid (?P<kind>tool call|reasoning) parser: (?P<value>\S+) "
+    r"\(chose from \{ ?(?P<choices>[^}]*?) ?\}\)"
+)
+_PARSER_FLAGS = {"tool call": "--tool-call-parser", "reasoning": "--reasoning-parser"}
+_REGISTRY_OF_FLAG = {
+    "--tool-call-parser": "tool_parsers",
+    "--reasoning-parser": "reasoning_parsers",
+}
+_ARCHITECTURES = re.compile(
+    r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
+)
+_SUPPORTED = re.compile(r"Supported architectures: (?P<names>.*)")
+_QUOTED = re.compile(r"'([A-Za-z0-9_]+)'")
+
+
+@dataclass(frozen=True)
+class ReleaseFactsExplainer:
+    """The release-facts tier as an explainer; its messages are error lines kept anyway."""
+
+    @property
+    def needles(self) -> frozenset[str]:
+        return frozenset()
+
+    def __call__(self, incident: IncidentView) -> list[Finding]:
+        return release_fact_findings(incident)
+
+
+def release_fact_findings(incident: IncidentView) -> list[Finding]:
+    """The earliest candidate a release table settles, as a finding."""
+    engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
+    for candidate in incident.candidates:
+        for reader in (_choice_finding, _architecture_finding):
+            found = [f for e in engines if (f := reader(candidate, e, incident.engine_version))]
+            if len(found) == 1:
+                return found
+    return []
+
+
+# -- a value the installed release refuses -------------------------------------------------
+
+
+def accepts(engine: str, version: str, flag: str, value: str) -> bool | None:
+    """Whether ``version``'s ``flag`` takes ``value`` (None when the release does not say)."""
+    option = mined.flag_table(engine, version).lookup(flag).option
+    if option is not None and option.choices:
+        return value in {str(choice) for choice in option.choices}
+    kind = _REGISTRY_OF_FLAG.get(flag)
+    registry = mined.registries(engine).get(version)
+    names: frozenset[str] = getattr(registry, kind) if kind and registry else frozenset()
+    return value in names if names else None
+
+
+def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
+    text = candidate.text
+    parsed = _INVALID_CHOICE.search(text) or _INVALID_PARSER.search(text)
+    if parsed is None or not mined.versions(engine):
+        return None
+    flag = parsed.groupdict().get("flag") or _PARSER_FLAGS[parsed.group("kind")]
+    value = parsed.group("value")
+    printed = [c.strip().strip("'\"") for c in parsed.group("choices").split(",") if c.strip()]
+    if not _printed_by(engine, flag, printed):
+        return None  # another engine's flag or values
+    name = ENGINE_NAMES[engine]
+    installed = _installed(engine, shown, flag, printed)
+    newer = mined.first_release_with(engine, lambda v: accepts(engine, v, flag, value) is True)
+    if newer is not None and (installed is None or not at_least(installed, newer)):
+        since = f"{name} {newer}" + (
+            "" if newer == mined.versions(engine)[0] else ", the first mined release with it"
+        )
+        title = f"`{flag} {value}` needs a newer {name} (accepted since {since})"
+        sentences = [
+            f"The installed {name} refuses `{flag} {value}`: its values are "
+            f"{_listed(printed)}. Every {name} release from {newer} on accepts `{value}` "
+            "(read from the releases' own flag and parser tables).",
+            f"Upgrade {name}, or pick one of the installed release's values.",
+        ]
+        package = PackageAction(name=engine, spec=f">={newer}", action="upgrade")
+        return _finding(candidate, engine, title, sentences, None, package)
+    near = _near_choice(value, printed) or _other_engine_spelling(engine, flag, value, printed)
+    if near is None:
+        return None
+    title = f"`{flag} {value}` is not a value {name} knows; `{near}` is"
+    sentences = [
+        f"{name} refuses `{flag} {value}`: its values are {_listed(printed)}, and no mined "
+        f"{name} release accepts `{value}`.",
+        f"`{near}` is the value that fits it (a near spelling, or the name this engine gives "
+        "the same format).",
+    ]
+    patch = Patch(args_remove=[flag], args_add=[flag, near])
+    return _finding(candidate, engine, title, sentences, patch, None)
+
+
+def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:
+    """Whether some release of ``engine`` knows ``flag`` and nearly every value the error
+    lists (a release between two mined ones may list a name the mined ones never did)."""
+    versions = mined.versions(engine)
+    if not printed or mined.flag_table(engine, versions[-1]).lookup(flag).option is None:
+        return False
+    known = sum(any(accepts(engine, v, flag, value) for v in versions) for value in printed)
+    return known >= 0.8 * len(printed)
+
+
+def _installed(engine: str, shown: str | None, flag: str, printed: Sequence[str]) -> str | None:
+    """The installed release: the one shown, else the newest whose values are those printed."""
+    if shown is not None:
+        return mined.nearest_version(engine, shown)
+    wanted = set(printed)
+    matching = [
+        version
+        for version in mined.versions(engine)
+        if all(accepts(engine, version, flag, choice) for choice in wanted)
+        and _value_count(engine, version, flag) == len(wanted)
+    ]
+    return matching[-1] if matching else None
+
+
+def _value_count(engine: str, version: str, flag: str) -> int | None:
+    option = mined.flag_table(engine, version).lookup(flag).option
+    if option is not None and option.choices:
+        return len(option.choices)
+    kind = _REGISTRY_OF_FLAG.get(flag)
+    registry = mined.registries(engine).get(version)
+    return len(getattr(registry, kind)) if kind and registry else None
+
+
+def _near_choice(value: str, printed: Sequence[str]) -> str | None:
+    """The one printed value that is ``value`` spelled another way: the same name with other
+    separators or case (``deepseek_r1``, ``deepseek-r1``), or with a prefix or suffix word
+    more or less (``triton`` and ``triton_attn``, ``openai_gptoss`` and ``gpt-oss``). A
+    versioned name with a word added (``qwen3_coder`` for ``qwen3``) is a variant, and a
+    family name with another number (``llama3`` for ``llama4``) another format: neither is."""
+    wanted = _squashed(value)
+    found = [choice for choice in printed if _same_name(wanted, _squashed(choice))]
+    return found[0] if len(found) == 1 else None
+
+
+def _squashed(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _same_name(given: str, choice: str) -> bool:
+    if given == choice:
+        return True
+    shorter, longer = sorted((given, choice), key=len)
+    if len(shorter) < 4:
+        return False
+    if longer.startswith(shorter):
+        return not any(c.isdigit() for c in shorter)
+    return longer.endswith(shorter)
+
+
+def _other_engine_spelling(
+    engine: str, flag: str, value: str, printed: Sequence[str]
+) -> str | None:
+    """The other engine names this format ``<value>_<format>`` (``llama4_pythonic``) and the
+    format alone is a printed value (``pythonic``): that value."""
+    kind = _REGISTRY_OF_FLAG.get(flag)
+    if kind is None:
+        return None
+    found = set()
+    for other in mined.ENGINES:
+        if other == engine:
+            continue
+        for registry in mined.registries(other).values():
+            for name in getattr(registry, kind):
+                head, _, rest = name.partition("_")
+                if head == value and rest in printed:
+                    found.add(rest)
+    return sorted(found)[0] if len(found) == 1 else None
+
+
+def _listed(values: Sequence[str]) -> str:
+    shown = ", ".join(f"`{v}`" for v in values[:20])
+    return shown + (f" and {len(values) - 20} more" if len(values) > 20 else "")
+
+
+# -- an architecture only newer releases register --------------------------------------------
+
+
+def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
+    parsed = _ARCHITECTURES.search(candidate.text)
+    registries = mined.registries(engine)
+    if parsed is None or not registries:
+        return None
+    archs = [a.strip().strip("'\"") for a in parsed.group("archs").split(",") if a.strip()]
+    if not archs:
+        return None
+
+    def registers(version: str) -> bool:
+        registry = registries.get(version)
+        return registry is not None and any(a in registry.architectures for a in archs)
+
+    newer = mined.first_release_with(engine, registers)
+    installed = mined.nearest_version(engine, shown) if shown else None
+    listed_names = _SUPPORTED.search(candidate.text[parsed.end() :])
+    if listed_names is not None:  # the release that printed this list, of either engine
+        printed = set(_QUOTED.findall(listed_names.group("names")))
+        best = _closest_registry(printed)
+        if best is not None and best[0] != engine:
+            return None
+        if best is not None and installed is None:
+            installed = best[1]
+    if newer is None or (installed is not None and at_least(installed, newer)):
+        return None
+    name = ENGINE_NAMES[engine]
+    listed = ", ".join(f"`{a}`" for a in archs)
+    title = f"The model's architecture {listed} needs {name} {newer} or newer"
+    sentences = [
+        f"The model declares {listed}; the installed {name}"
+        + (f" ({shown})" if shown else "")
+        + " has no implementation of it. "
+        f"Every {name} release from {newer} on registers it (read from the releases' model "
+        "registries).",
+        f"Upgrade {name} (and transformers, which new model families often need too).",
+    ]
+    package = PackageAction(name=engine, spec=f">={newer}", action="upgrade")
+    return _finding(candidate, engine, title, sentences, None, package, "model_unsupported")
+
+
+def _closest_registry(printed: set[str]) -> tuple[str, str] | None:
+    """The engine and release whose registered architectures are most like ``printed`` (which
+    may be cut short): the most of it registered, then the fewest names besides."""
+    if len(printed) < 5:
+        return None
+    scored = [
+        (
+            round(len(printed & registry.architectures) / len(printed), 2),
+            len(printed & registry.architectures) / len(printed | registry.architectures),
+            e,
+            v,
+        )
+        for e in mined.ENGINES
+        for v, registry in mined.registries(e).items()
+        if registry.architectures
+    ]
+    if not scored:
+        return None
+    coverage, _, engine, version = max(scored)
+    return (engine, version) if coverage >= 0.8 else None
+
+
+def _finding(
+    candidate: Candidate,
+    engine: str,
+    title: str,
+    sentences: list[str],
+    patch: Patch | None,
+    package: PackageAction | None,
+    category: str = "launch_args",
+) -> Finding:
+    return Finding(
+        id="f0",
+        signature=f"{engine}-release-tables",  # one of RELEASE_TABLES
+        category=category,
+        severity=Severity.CRITICAL,
+        role=Role.ROOT_CAUSE,
+        title=title,
+        explanation=" ".join(sentences),
+        confidence=Confidence.MEDIUM,
+        evidence=[candidate.evidence],
+        patch=patch,
+        patch_note=None,
+        package=package,
+        phase=candidate.phase,
+        tier="engine_source",
+        raised_in=f"{ENGINE_NAMES[engine]} release tables",
+    )

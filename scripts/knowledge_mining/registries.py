@@ -1,0 +1,106 @@
+"""The names an engine release registers at run time, read from its source with ``ast``: the
+model architectures it can load and the tool-call and reasoning parsers it knows.
+
+The launch parser cannot list these (vLLM checks a parser name against a registry filled on
+import), yet they decide the commonest "needs a newer release" incidents: a model whose
+architecture the installed release does not have, a parser name from a newer model card.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+_MANAGERS = {"ToolParserManager": "tool_parsers", "ReasoningParserManager": "reasoning_parsers"}
+_LAZY_TABLES = {
+    "_TOOL_PARSERS_TO_REGISTER": "tool_parsers",
+    "_REASONING_PARSERS_TO_REGISTER": "reasoning_parsers",
+}
+
+
+def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
+    """``architectures``, ``tool_parsers`` and ``reasoning_parsers`` of one release, sorted."""
+    found: dict[str, set[str]] = {
+        "architectures": set(),
+        "tool_parsers": set(),
+        "reasoning_parsers": set(),
+    }
+    for module, source in sources.items():
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        if _is_model_registry(module):
+            found["architectures"] |= set(_registry_dict_keys(tree))
+        if ".models." in f"{module}." and module.split(".")[-2:-1] == ["models"]:
+            found["architectures"] |= set(_entry_classes(tree))
+        for kind, name in _registered_parsers(tree):
+            found[kind].add(name)
+    return {kind: sorted(names) for kind, names in found.items()}
+
+
+def _is_model_registry(module: str) -> bool:
+    """vLLM's table of architectures: ``models/registry.py`` (``models/__init__.py`` before)."""
+    return module.endswith(("model_executor.models.registry", "model_executor.models"))
+
+
+def _registry_dict_keys(tree: ast.Module) -> Iterator[str]:
+    """Keys of the module-level ``_..._MODELS = {...}`` tables."""
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if not any(name.endswith("_MODELS") for name in names) or not isinstance(value, ast.Dict):
+            continue
+        for key in value.keys:
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                yield key.value
+
+
+def _entry_classes(tree: ast.Module) -> Iterator[str]:
+    """SGLang's ``EntryClass = Model`` or ``EntryClass = [ModelA, ModelB]`` in a model file."""
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets):
+            continue
+        values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+        for value in values:
+            if isinstance(value, ast.Name):
+                yield value.id
+            elif isinstance(value, ast.Attribute):
+                yield value.attr
+
+
+def _registered_parsers(tree: ast.Module) -> Iterator[tuple[str, str]]:
+    """``(kind, name)`` of each parser registered by a ``Manager.register_module(...)``
+    decorator or call, or listed in a lazy registration table."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            kind = _MANAGERS.get(owner.id) if isinstance(owner, ast.Name) else None
+            if kind and node.func.attr in ("register_module", "register_lazy_module"):
+                arguments = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "name")]
+                for argument in arguments:
+                    for name in _strings(argument):
+                        yield kind, name
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            for target in node.targets:
+                kind = _LAZY_TABLES.get(target.id) if isinstance(target, ast.Name) else None
+                if kind:
+                    for key in node.value.keys:
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            yield kind, key.value
+
+
+def _strings(node: ast.expr) -> Iterator[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        for element in node.elts:
+            yield from _strings(element)

@@ -1,0 +1,133 @@
+"""What the mined release tables settle by themselves: a value or flag the installed release
+refuses that a newer one accepts, a near spelling, an architecture only newer releases have.
+Every log goes through the whole library, so a hand signature that decides first would show."""
+
+from __future__ import annotations
+
+from diagnose.core.models import Finding
+from diagnose.knowledge import mined
+from diagnose.knowledge.release_facts import accepts
+from diagnose.knowledge.source_tier import engine_source_findings
+from tests.conftest import primary
+from tests.test_knowledge_source import _cause, _diagnose, _view
+
+VLLM_092_PARSERS = (
+    "'deepseek_v3', 'granite-20b-fc', 'granite', 'hermes', 'internlm', 'jamba', 'llama4_pythonic', "
+    "'llama4_json', 'llama3_json', 'minimax', 'mistral', 'phi4_mini_json', 'pythonic', 'xlam'"
+)
+
+
+def _upgrade(cause: Finding, engine: str) -> str:
+    assert cause.package is not None, cause.explanation
+    assert (cause.package.name, cause.package.action) == (engine, "upgrade")
+    return cause.package.spec
+
+
+def test_the_registries_hold_what_each_release_registers() -> None:
+    registries = mined.registries("vllm")
+    assert set(registries) == set(mined.versions("vllm"))
+    assert "Qwen3ForCausalLM" not in registries["0.7.3"].architectures
+    assert "Qwen3ForCausalLM" in registries["0.34.0"].architectures
+    assert accepts("vllm", "0.9.2", "--tool-call-parser", "glm45") is False
+    assert accepts("vllm", "0.34.0", "--tool-call-parser", "glm45") is True
+    assert accepts("sglang", "0.5.23", "--mm-attention-backend", "triton_attn") is True
+
+
+def test_a_parser_name_a_newer_release_registers_asks_for_that_release() -> None:
+    log = (
+        "vllm serve: error: argument --tool-call-parser: invalid choice: 'glm45' "
+        f"(choose from {VLLM_092_PARSERS})\n"
+    )
+    cause = _cause(log)
+    assert cause.category == "launch_args"
+    spec = _upgrade(cause, "vllm")
+    first = mined.first_release_with(
+        "vllm", lambda v: accepts("vllm", v, "--tool-call-parser", "glm45")
+    )
+    assert spec == f">={first}" and first not in ("0.5.5", None)
+    assert cause.patch is None
+
+
+def test_a_value_no_release_accepts_gets_its_near_spelling_as_the_patch() -> None:
+    log = (
+        "launch_server.py: error: argument --mm-attention-backend: invalid choice: 'triton' "
+        "(choose from 'sdpa', 'fa3', 'triton_attn', 'ascend_attn')\n"
+    )
+    cause = _cause(log)
+    assert cause.package is None
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["--mm-attention-backend"]
+    assert cause.patch.args_add == ["--mm-attention-backend", "triton_attn"]
+
+
+def test_another_model_family_is_no_near_spelling_but_the_other_engines_format_name_is() -> None:
+    log = (
+        "launch_server.py: error: argument --tool-call-parser: invalid choice: 'llama4' "
+        "(choose from 'qwen25', 'mistral', 'llama3', 'deepseekv3', 'pythonic')\n"
+    )
+    cause = _cause(log)
+    assert cause.patch is not None, cause.explanation
+    assert cause.patch.args_add == ["--tool-call-parser", "pythonic"]  # never llama3
+
+
+def test_an_architecture_only_newer_releases_register_asks_for_the_engine_that_printed_it() -> None:
+    supported = ", ".join(f"'{a}'" for a in sorted(mined.registries("vllm")["0.7.3"].architectures))
+    log = (
+        "ValueError: Model architectures ['Qwen3ForCausalLM'] are not supported for now. "
+        f"Supported architectures: dict_keys([{supported}])\n"
+    )
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    spec = _upgrade(cause, "vllm")
+    assert spec.startswith(">=0.") and spec != ">=0.7.3"
+
+
+def test_an_architecture_the_installed_release_has_is_left_to_the_other_tiers() -> None:
+    log = (
+        "(EngineCore_DP0 pid=1) ValueError: Model architectures ['LlamaForCausalLM'] are not "
+        "supported for now.\n"
+    )
+    cause = _cause(log, ("vllm", "0.34.0"))
+    assert cause.package is None or cause.package.spec != ">=0.34.0"
+
+
+def test_a_flag_added_after_the_installed_release_asks_for_an_upgrade() -> None:
+    cause = _cause("launch_server.py: error: unrecognized arguments: --max-loaded-loras 1\n")
+    assert cause.category == "launch_args"
+    first = mined.first_release_with(
+        "sglang",
+        lambda v: mined.flag_table("sglang", v).lookup("--max-loaded-loras").outcome == "exact",
+    )
+    assert _upgrade(cause, "sglang") == f">={first}"
+    assert f"added in SGLang {first}" in cause.title
+
+
+def test_a_flag_spelled_with_underscores_is_respelled_with_its_value() -> None:
+    log = "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"
+    for cause in (
+        _cause(log + "\n", ("sglang", "0.5.5.post3")),  # a known issue says it too
+        engine_source_findings(_view(log, version="0.5.5.post3"))[0],
+    ):
+        assert cause.patch is not None
+        assert cause.patch.args_remove == ["--reasoning_parser"]
+        assert cause.patch.args_add == ["--reasoning-parser", "kimi_k2"]
+    assert "spelled `--reasoning-parser`" in cause.title
+
+
+def test_a_signature_without_a_fix_takes_the_one_the_release_tables_derive() -> None:
+    log = (
+        "vllm serve: error: argument --tool-call-parser: invalid choice: 'glm45' "
+        f"(choose from {VLLM_092_PARSERS})\n"
+    )
+    cause = _cause(log, ("vllm", "0.9.2"))
+    assert cause.signature == "invalid-tool-call-parser" and cause.tier == "signature"
+    assert _upgrade(cause, "vllm").startswith(">=0.")
+    assert "this version only knows" in cause.explanation  # the signature's own words stay
+
+
+def test_a_short_excerpt_with_no_error_word_is_still_read_by_the_tiers() -> None:
+    excerpt = "extract_hidden_states requires num_speculative_tokens to be 1\n"  # pasted alone
+    cause = _cause(excerpt)
+    assert (cause.tier, cause.category) == ("engine_source", "spec_decode_config")
+    padded = "".join(f"INFO 03-25 05:44:{n:02d} [api_server.py:1] step {n}\n" for n in range(45))
+    assert primary(_diagnose(padded + excerpt)) is None  # in a whole log it is no error line
