@@ -5,7 +5,9 @@ Two ways through a log, with the same result:
 * ``scanned_events`` (the default): reads 8 MiB chunks of bytes, finds the lines that hold
   any needle of the library in one pass over each chunk (``diagnose.core.scan``), and decodes and
   parses only those, plus the lines that follow a ``Traceback`` header. Line numbers come
-  from counting newlines between candidates. Cost is set by the few interesting lines.
+  from counting newlines between candidates. Cost is set by the few interesting lines. A
+  large regular file is read by several worker processes (``jobs``), chunk by chunk, and
+  merged into exactly the events one process would give.
 * ``line_events``: parses every line; used when a signature has a pattern without needles.
 """
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from diagnose.core.errors import UserError
 from diagnose.core.incident import LAST_LINES
@@ -53,6 +55,7 @@ EXIT_MARKERS = (b"exited, code=", b"Failed with result")
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACEBACK = TRACEBACK_START.encode()
 _READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -124,7 +127,8 @@ def _close(log: LogInput, stream: BinaryIO) -> None:
 def raw_chunks(log: LogInput) -> Iterator[bytes]:
     """Chunks of whole lines, each ending in a newline; a line over ``MAX_LINE_BYTES`` keeps
     its head and the rest is skipped, so no chunk grows without bound. A plain file is
-    mapped and cut at line ends (one copy per chunk); pipes and gzip are read in blocks."""
+    mapped to find the line ends it is cut at, and each chunk read with one ``pread``; pipes
+    and gzip are read in blocks."""
     stream = _open(log)
     mapped = _mapped(stream)
     try:
@@ -321,6 +325,7 @@ class _Chosen:
     """The input's last lines not yet chosen (only in its last chunk)."""
     tail: list[bytes]
     """The input's last ``TAIL_LINES`` lines (only in its last chunk): its last timestamp."""
+    last: bool
 
 
 def _choose(
@@ -356,17 +361,16 @@ def _choose(
         _lines_before(chunk, len(chunk), cursor, ends)
         trailing = [(chunk.count(b"\n", 0, start), chunk[start:end]) for start, end in ends]
         tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
-    return _Chosen(lines, newlines, context_left, len(chunk), head, trailing, tail)
+    return _Chosen(lines, newlines, context_left, len(chunk), head, trailing, tail, last)
 
 
-def _with_last(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
-    """Each chunk, and whether it is the last (one chunk read ahead)."""
-    previous: bytes | None = None
-    for chunk in chunks:
-        if previous is not None:
+def _with_last(items: Iterable[_Item]) -> Iterator[tuple[_Item, bool]]:
+    """Each item, and whether it is the last (one item read ahead)."""
+    iterator = iter(items)
+    for previous in iterator:
+        for item in iterator:
             yield previous, False
-        previous = chunk
-    if previous is not None:
+            previous = item
         yield previous, True
 
 
@@ -379,13 +383,14 @@ def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator
         if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES and _FORK:
             yield from _chosen_in_parallel(mapped, stream.fileno(), scanner, jobs)
             return
-        chunks = (
-            _mapped_chunks(mapped, stream.fileno())
-            if mapped is not None
-            else _stream_chunks(stream, log)
-        )
+        chunks: Iterator[tuple[bytes, bool]]
+        if mapped is not None:  # the end is known: no chunk is read ahead
+            bounds = _with_last(_mapped_bounds(mapped))
+            chunks = ((_chunk_at(stream.fileno(), *span), last) for span, last in bounds)
+        else:
+            chunks = _with_last(_stream_chunks(stream, log))
         context, first = HEAD_LINES, True
-        for chunk, last in _with_last(chunks):
+        for chunk, last in chunks:
             chosen = _choose(chunk, scanner, context, first, last)
             context, first = chosen.context_out, False
             yield chosen
@@ -479,7 +484,7 @@ def scanned_events(
             record.seq = first_seq + lines_before + index + 1
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-        if chosen.trailing or chosen.tail:
+        if chosen.last:
             trailing = [(lines_before + index, raw) for index, raw in chosen.trailing]
             tail = chosen.tail
         lines_before += chosen.newlines
