@@ -104,3 +104,22 @@ def test_jobs_on_the_command_line(large_log: Path) -> None:
     wrong = run_cli("file", large_log, "--jobs", "-1")
     assert wrong.returncode == 2
     assert wrong.stderr.count("\n") == 1 and "--jobs" in wrong.stderr
+
+
+def test_a_line_longer_than_a_chunk_and_no_newline_at_the_end(
+    large_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line longer than a chunk is a chunk of its own, cut to ``MAX_LINE_BYTES``, and a
+    last line without a newline is still a line, however many processes read."""
+    lines = large_log.read_bytes().splitlines(keepends=True)
+    middle = len(lines) // 2
+    endless = b"Mar 02 09:14:07 gpu-node-07 python3[48211]: " + b"x" * 9000 + b"\n"
+    path = tmp_path / "odd.log"
+    path.write_bytes(b"".join([*lines[:middle], endless, *lines[middle:]]).rstrip(b"\n"))
+    monkeypatch.setattr(files, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 512)
+    monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
+    one, one_report, one_log = _read(path, jobs=1)
+    many, many_report, many_log = _read(path, jobs=2)
+    assert one_log.lines == len(lines) + 1
+    assert (many, many_report, many_log.lines) == (one, one_report, one_log.lines)
