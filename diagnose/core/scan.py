@@ -52,7 +52,7 @@ class NeedleScanner:
         self._automaton = automaton
         self.backend = "pyahocorasick"
 
-    def ends(self, chunk: bytes) -> list[int]:
+    def ends(self, chunk: bytes | bytearray) -> list[int]:
         """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""
         if self._hyperscan is not None:
             found: list[int] = []
