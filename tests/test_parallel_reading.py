@@ -5,6 +5,7 @@ cut, including a traceback cut in two and the crash at the end."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -67,15 +68,16 @@ def test_parallel_reading_gives_exactly_what_one_process_gives(
 def test_a_chunk_after_one_that_owes_traceback_lines_is_chosen_again(
     large_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker does not know what the chunk before owes: where that chunk ends inside a
-    traceback, this process chooses the next chunk again (and only then)."""
+    """Whoever reads a chunk does not know what the chunk before owes it: where that chunk
+    ends inside a traceback, this process chooses the next chunk again, with the lines owed
+    (a first reading assumes none, or the input's head)."""
     monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
     parent = os.getpid()
     again: list[int] = []
     choose = files._choose
 
     def spy(chunk: bytes, scanner: NeedleScanner, owed: int, first: bool, last: bool):
-        if os.getpid() == parent:
+        if os.getpid() == parent and owed not in (0, files.HEAD_LINES):
             again.append(owed)
         return choose(chunk, scanner, owed, first, last)
 
@@ -83,7 +85,7 @@ def test_a_chunk_after_one_that_owes_traceback_lines_is_chosen_again(
     for chunk in CHUNK_SIZES:
         monkeypatch.setattr(files, "CHUNK_BYTES", chunk)
         _read(large_log, jobs=2)
-    assert again and all(owed > 0 for owed in again)
+    assert again
 
 
 def test_a_small_file_is_read_by_one_process(
@@ -123,3 +125,30 @@ def test_a_line_longer_than_a_chunk_and_no_newline_at_the_end(
     many, many_report, many_log = _read(path, jobs=2)
     assert one_log.lines == len(lines) + 1
     assert (many, many_report, many_log.lines) == (one, one_report, one_log.lines)
+
+
+@pytest.mark.parametrize(
+    ("trouble", "said"),
+    [("raise", "failed: OSError: disk went away"), ("exit", "stopped before sending")],
+)
+def test_a_worker_that_fails_or_dies_stops_the_reading_with_an_error(
+    large_log: Path, trouble: str, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a hang and never a report with chunks missing."""
+    monkeypatch.setattr(files, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
+    parent = os.getpid()
+    choose = files._choose_chunk
+
+    def troubled(*args):  # type: ignore[no-untyped-def]
+        if os.getpid() == parent:
+            time.sleep(0.002)  # the worker takes chunks too
+        elif trouble == "raise":
+            raise OSError("disk went away")
+        else:
+            os._exit(1)
+        return choose(*args)
+
+    monkeypatch.setattr(files, "_choose_chunk", troubled)
+    with pytest.raises(RuntimeError, match=said):
+        _read(large_log, jobs=2)

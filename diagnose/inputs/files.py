@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from diagnose.core.errors import UserError
 from diagnose.core.incident import LAST_LINES
@@ -436,51 +436,121 @@ def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator
 def _chosen_in_parallel(
     mapped: mmap.mmap, descriptor: int, scanner: NeedleScanner, jobs: int
 ) -> Iterator[_Chosen]:
-    """:func:`_chosen_chunks` by worker processes, each given whole chunks (cut where one
-    process would cut them), merged in order. A worker does not know what the chunk before
-    owes its own (the lines after a traceback header that chunk ends with): it assumes
-    nothing, and where the chunk before did owe lines, the chunk is chosen again here, so
-    the result is exactly one process's."""
-    bounds = list(_mapped_bounds(mapped))
-    tasks = [
-        (start, end, HEAD_LINES if i == 0 else 0, i == 0, i == len(bounds) - 1)
-        for i, (start, end) in enumerate(bounds)
-    ]
+    """:func:`_chosen_chunks` by this process and ``jobs - 1`` forked workers. Each takes the
+    next chunk nobody has taken (cut where one process would cut it), so a worker whose CPU
+    is busy with other work takes fewer, and this process reads rather than waits; the
+    chunks are merged in order. Who reads a chunk does not know what the chunk before owes
+    it (the lines after a traceback header that chunk ends with): it assumes nothing, and
+    where the chunk before did owe lines, the chunk is chosen again here, so the result is
+    exactly one process's."""
     import multiprocessing  # only here: a small input never starts a process
 
-    workers = multiprocessing.get_context("fork").Pool(
-        min(jobs, len(tasks)), initializer=_start_worker, initargs=(descriptor, scanner)
-    )
-    reader = _ChunkReader(descriptor)
-    with workers:
+    bounds = list(_mapped_bounds(mapped))
+    context = multiprocessing.get_context("fork")
+    taken = context.Value("q", 0)
+    workers: list[_Worker] = []
+    try:
+        for _ in range(min(jobs, len(bounds)) - 1):
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(
+                target=_work, args=(descriptor, scanner, bounds, taken, sender), daemon=True
+            )
+            process.start()
+            sender.close()
+            workers.append(_Worker(process, receiver))
+        reader = _ChunkReader(descriptor)
+        ready: dict[int, _Chosen] = {}
         owed = HEAD_LINES
-        for task, chosen in zip(tasks, workers.imap(_choose_at, tasks), strict=True):
-            start, end, assumed, first, last = task
-            if assumed != owed:
-                chosen = _choose(reader.read(start, end), scanner, owed, first, last)
+        for index, (start, end) in enumerate(bounds):
+            while index not in ready:
+                mine = _take(taken, len(bounds))
+                if mine is not None:
+                    ready[mine] = _choose_chunk(reader, bounds, mine, scanner)
+                _collect(workers, ready, wait_for_one=mine is None)
+            chosen = ready.pop(index)
+            if (HEAD_LINES if index == 0 else 0) != owed:
+                last = index == len(bounds) - 1
+                chosen = _choose(reader.read(start, end), scanner, owed, index == 0, last)
             owed = chosen.context_out
             yield chosen
+    finally:
+        for worker in workers:
+            worker.process.terminate()  # done already, unless the reading stopped early
+            worker.process.join()
+            worker.receiver.close()
+
+
+@dataclass
+class _Worker:
+    process: Any
+    receiver: Any
+    """Where the worker sends ``(index, chosen)`` for each chunk it took."""
+
+
+def _take(taken: Any, count: int) -> int | None:
+    """The next chunk nobody has taken (a counter shared by the processes), or None."""
+    with taken.get_lock():
+        index = int(taken.value)
+        if index >= count:
+            return None
+        taken.value = index + 1
+        return index
+
+
+def _choose_chunk(
+    reader: _ChunkReader, bounds: list[tuple[int, int]], index: int, scanner: NeedleScanner
+) -> _Chosen:
+    """:func:`_choose` of chunk ``index``, assuming the chunk before owes it nothing."""
+    start, end = bounds[index]
+    first, last = index == 0, index == len(bounds) - 1
+    return _choose(reader.read(start, end), scanner, HEAD_LINES if first else 0, first, last)
+
+
+def _collect(workers: list[_Worker], ready: dict[int, _Chosen], wait_for_one: bool) -> None:
+    """Add the chunks the workers have sent to ``ready``; with ``wait_for_one``, wait until
+    one comes (every chunk is taken, and the one needed next is a worker's)."""
+    from multiprocessing.connection import wait
+
+    while True:
+        open_receivers = [w.receiver for w in workers if not w.receiver.closed]
+        if wait_for_one and not open_receivers:
+            raise RuntimeError("a process reading the file stopped before sending its chunks")
+        readable: list[Any] = wait(open_receivers, timeout=None if wait_for_one else 0)
+        for receiver in readable:
+            try:
+                index, sent = receiver.recv()
+            except EOFError:  # that worker is done
+                receiver.close()
+                continue
+            if index < 0:
+                raise RuntimeError(f"a process reading the file failed: {sent}")
+            ready[index] = sent
+            wait_for_one = False
+        if not wait_for_one:
+            return
+
+
+def _work(
+    descriptor: int,
+    scanner: NeedleScanner,
+    bounds: list[tuple[int, int]],
+    taken: Any,
+    sender: Any,
+) -> None:
+    """A worker process: choose the lines of each chunk it takes, and send them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    reader = _ChunkReader(descriptor)
+    try:
+        while (index := _take(taken, len(bounds))) is not None:
+            sender.send((index, _choose_chunk(reader, bounds, index, scanner)))
+    except Exception as error:  # the parent stops with it
+        sender.send((-1, f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
 
 
 _FORK = hasattr(os, "fork")
 """Workers are forked: they inherit the open file and the compiled scanner as they are."""
-_worker: tuple[_ChunkReader, NeedleScanner] | None = None
-"""In a worker process: a reader of the parent's open file, and its scanner (inherited, not
-copied)."""
-
-
-def _start_worker(descriptor: int, scanner: NeedleScanner) -> None:
-    global _worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
-    _worker = (_ChunkReader(descriptor), scanner)
-
-
-def _choose_at(task: tuple[int, int, int, bool, bool]) -> _Chosen:
-    """:func:`_choose` of one chunk of the mapped file, in a worker process."""
-    assert _worker is not None
-    reader, scanner = _worker
-    start, end, context, first, last = task
-    return _choose(reader.read(start, end), scanner, context, first, last)
 
 
 def usable_cpus() -> int:
