@@ -308,3 +308,16 @@ def test_with_no_version_shown_every_mined_release_counts() -> None:
     assert "weaker" not in found.explanation
     (newer,) = engine_source_findings(_view(OLD_RELEASE_MESSAGE, version="0.5.23"))
     assert "does not write this message as mined" in newer.explanation
+
+
+def test_a_message_listing_the_values_allowed_here_sets_the_option_to_the_first() -> None:
+    log = (
+        "AssertionError: Only {'trtllm_mha', 'triton', 'fa4'} backends are supported on "
+        "Blackwell GPUs for hybrid GDN models. Got attention_backend=flashinfer.\n"
+    )
+    cause = engine_source_findings(_view(log.strip(), version="0.5.23"))[
+        0
+    ]  # a known issue says it too
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["--attention-backend"]
+    assert cause.patch.args_add == ["--attention-backend", "trtllm_mha"]  # printed order

@@ -34,9 +34,11 @@ PROFILE: EngineProfile = Profile(
     ),
     noise=(
         KnownLine(
-            r"Engine core initialization failed\. See root cause above",
+            r"Engine core initialization failed\. See root cause above"
+            r"(?!\. Failed core proc\(s\): \{\}(?![^\n]))",
             "the API server's wrapper for a failure the engine core logged before it: a "
-            "consequence, never the cause",
+            "consequence, never the cause (with no process named as failed it is read: the "
+            "engine may have run out of time to start)",
         ),
         KnownLine(
             r"WorkerProc initialization failed due to an exception in a background process",

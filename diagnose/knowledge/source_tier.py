@@ -71,6 +71,7 @@ _SET_ENV = re.compile(
     rf"(?P<value>{_VALUE}))?"
 )
 _BOOL_VALUES = {"0", "1", "true", "false", "True", "False"}
+_SHOWN_OPTION = re.compile(r"\b(?P<dest>[a-z][a-z0-9_]*)=\{(?P<hole>[a-z_][a-z0-9_]*)(?::\w+)?\}")
 _ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
 _ARGPARSE_AMBIGUOUS = re.compile(
     r"error: ambiguous option: (?P<flag>--[\w.-]+)(?:=\S*)? could match (?P<options>.+)$"
@@ -424,6 +425,11 @@ def derive_fix(
                 args_remove.append(flag)
         for hole, bound in values.items():
             _bound_choice(hole, bound, template, table, fix)
+        if not args_add:
+            allowed = _allowed_value(template, values, table, fix)
+            if allowed:
+                args_add += allowed
+                args_remove.append(allowed[0])
     for name, value in _env_settings(message):
         checked = _env_setting(name, value, context, fix)
         if checked is not None:
@@ -519,6 +525,43 @@ def _bound_choice(
         f"`{value}` is not a value of `{option.flags[0]}` in {table.engine} {table.version}: it "
         f"accepts {', '.join(f'`{c}`' for c in choices[:30])}; the nearest is `{close[0]}`."
     )
+
+
+def _allowed_value(
+    template: str, values: dict[str, str], table: mined.FlagTable, fix: DerivedFix
+) -> list[str]:
+    """A message that shows an option's value (``attention_backend={got}``) beside the values
+    allowed here (``Only {allowed} backends ...``): the option set to the first allowed one,
+    when every allowed value is one the option accepts."""
+    for shown in _SHOWN_OPTION.finditer(template):
+        option = next(
+            (o for o in table.options if o.dest == shown.group("dest") and o.choices), None
+        )
+        got = values.get(shown.group("hole"))
+        if option is None or got is None:
+            continue
+        choices = {str(c) for c in option.choices or ()}
+        for hole, bound in values.items():
+            allowed = _string_collection(bound) if hole != shown.group("hole") else []
+            if allowed and set(allowed) <= choices and got not in allowed:
+                flag = option.flags[0]
+                fix.sentences.append(
+                    f"The message allows {', '.join(f'`{a}`' for a in allowed)} for `{flag}` "
+                    f"here, not `{got}`: the fix sets `{flag} {allowed[0]}`."
+                )
+                return [flag, allowed[0]]
+    return []
+
+
+def _string_collection(text: str) -> list[str]:
+    """The strings of a printed Python list, set or tuple (``{'a', 'b'}``), in printed order;
+    none for anything else."""
+    inner = text.strip()
+    if len(inner) < 2 or inner[0] + inner[-1] not in ("[]", "{}", "()"):
+        return []
+    items = [item.strip() for item in inner[1:-1].split(",") if item.strip()]
+    quoted = [item[1:-1] for item in items if len(item) > 1 and item[0] == item[-1] in "'\""]
+    return quoted if len(quoted) == len(items) else []
 
 
 def fixed_text(template: str) -> str:
