@@ -93,7 +93,7 @@ def main() -> None:
     pattern_file = arguments.data_dir / "patterns.ere"
     pattern_file.write_text("\n".join(patterns) + "\n")
     from diagnose.core.scan import NeedleScanner
-    from diagnose.inputs.files import usable_cpus
+    from diagnose.inputs.files import default_jobs, usable_cpus
 
     backend = NeedleScanner(["x"]).backend
     print(
@@ -103,7 +103,7 @@ def main() -> None:
     print(f"scanner: {backend}; grep patterns: {len(patterns)} ({dropped} Python-only left out)")
     header = (
         f"{'size':>6} {'lines':>10} | {'grep s':>7} {'MB/s':>5} | {'-j 1 s':>7} {'x grep':>6} | "
-        f"{'-j ' + str(usable_cpus()) + ' s':>7} {'MB/s':>5} {'x grep':>6} {'peak RSS':>9}"
+        f"{'-j ' + str(default_jobs()) + ' s':>7} {'MB/s':>5} {'x grep':>6} {'peak RSS':>9}"
     )
     print(header)
     print("-" * len(header))

@@ -235,7 +235,7 @@ def file_command(
             min=0,
             envvar="DIAGNOSE_JOBS",
             help="Processes that read a large file (64 MiB or more) at once: 0 (the default) "
-            "one per CPU this process may use, 1 one core. The report is the same.",
+            "one per CPU this process may use, up to 8; 1 one core. The report is the same.",
         ),
     ] = 0,
 ) -> None:

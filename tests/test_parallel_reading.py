@@ -5,6 +5,8 @@ cut, including a traceback cut in two and the crash at the end."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -152,3 +154,14 @@ def test_a_worker_that_fails_or_dies_stops_the_reading_with_an_error(
     monkeypatch.setattr(files, "_choose_chunk", troubled)
     with pytest.raises(RuntimeError, match=said):
         _read(large_log, jobs=2)
+
+
+def test_the_default_follows_the_cpus_this_process_may_use() -> None:
+    """``taskset`` or a container's CPU set, not the machine's count, and at most the cap."""
+    probe = (
+        "import os; from diagnose.inputs import files; "
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); print(files.default_jobs())"
+    )
+    one = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert one.stdout.strip() == "1", one.stderr
+    assert files.default_jobs() == min(len(os.sched_getaffinity(0)), files.DEFAULT_MAX_JOBS)

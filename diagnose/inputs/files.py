@@ -553,13 +553,24 @@ _FORK = hasattr(os, "fork")
 """Workers are forked: they inherit the open file and the compiled scanner as they are."""
 
 
+DEFAULT_MAX_JOBS = 8
+"""Reading processes by default on a machine of many CPUs: past a few, memory bandwidth, not
+CPU, bounds the reading, and each process holds a chunk."""
+
+
 def usable_cpus() -> int:
     """How many CPUs this process may run on (its affinity, which containers and ``taskset``
-    narrow), the default number of ``jobs``."""
+    narrow)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def default_jobs() -> int:
+    """How many processes read a large file unless told: one per usable CPU, up to
+    ``DEFAULT_MAX_JOBS``."""
+    return min(usable_cpus(), DEFAULT_MAX_JOBS)
 
 
 def scanned_events(
