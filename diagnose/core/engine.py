@@ -688,11 +688,20 @@ class Engine:
 
     def _refined(self, broad: Finding, unit: str | None, engine: str | None) -> Finding:
         """A broad signature's finding, or the tier finding that names the specific cause on
-        one of its evidence lines (it keeps the broad finding's place, count and attempts); a
+        one of its evidence lines, or a known issue of the same category on an earlier line
+        (it keeps the broad finding's place, count and attempts); a
         template from the engine's source replaces it only with a checked fix."""
         explained = self._explained(unit, engine)
         lines = {e.text for e in broad.evidence}
-        if explained is None or not {e.text for e in explained.evidence} & lines:
+        if explained is None:
+            return broad
+        same_line = bool({e.text for e in explained.evidence} & lines)
+        earlier_same_class = (  # an NCCL WARN naming the cause before the bare NCCL error
+            explained.tier == "known_issue"
+            and explained.category == broad.category
+            and _first_line(explained) < _first_line(broad)
+        )
+        if not same_line and not earlier_same_class:
             return broad
         if (
             explained.tier == "engine_source"
@@ -960,6 +969,11 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
             "templates": unknown.templates,
         }
     )
+
+
+def _first_line(finding: Finding) -> int:
+    """The line of a finding's first evidence (0 when it has none)."""
+    return min((e.line for e in finding.evidence if e.line is not None), default=0)
 
 
 def _specific(signature: Signature | None) -> bool:
