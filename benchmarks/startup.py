@@ -5,8 +5,9 @@
 Runs each command N times as a new process (as a hook, a CI step or a user does) and prints
 the best and the median wall time: `python -c pass`, `diagnose --version`, `diagnose --help`,
 and `diagnose file` on the bundled incident (153-line journal export) as JSON and as text,
-with the library cache warm (the first run fills it and is not counted). The last column is
-the best time as a multiple of the bare Python start.
+with the library cache warm and the package's bytecode written (the first run does both, as
+an install does, and is not counted). The last column is the best time as a multiple of the
+bare Python start. `benchmarks/run.py` prints the same table after its large inputs.
 """
 
 from __future__ import annotations
@@ -39,12 +40,11 @@ def _times(command: list[str], rounds: int, environment: dict[str, str]) -> list
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    rounds = parser.parse_args().rounds
+def startup_table(rounds: int) -> list[str]:
+    """The table's lines: each command's best and median seconds, and best / bare Python."""
     with tempfile.TemporaryDirectory() as cache:
         environment = {**os.environ, "DIAGNOSE_CACHE_DIR": cache, "PYTHONPATH": str(REPO)}
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its .pyc
         cases = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "diagnose --version": [*DIAGNOSE, "--version"],
@@ -54,11 +54,17 @@ def main() -> None:
         }
         results = {name: _times(command, rounds, environment) for name, command in cases.items()}
     bare = min(results["python -c pass"])
-    print(f"{'command':<22}{'best s':>9}{'median s':>10}{'x python':>10}")
+    lines = [f"{'command':<22}{'best s':>9}{'median s':>10}{'x python':>10}"]
     for name, times in results.items():
-        print(
-            f"{name:<22}{min(times):>9.3f}{statistics.median(times):>10.3f}{min(times) / bare:>10.1f}"
-        )
+        best, median = min(times), statistics.median(times)
+        lines.append(f"{name:<22}{best:>9.3f}{median:>10.3f}{best / bare:>10.1f}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    print("\n".join(startup_table(parser.parse_args().rounds)))
 
 
 if __name__ == "__main__":

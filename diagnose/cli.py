@@ -227,6 +227,17 @@ def file_command(
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            envvar="DIAGNOSE_JOBS",
+            help="Processes that read a large file (64 MiB or more) at once: 0 (the default) "
+            "one per CPU this process may use, up to 8; 1 one core. The report is the same.",
+        ),
+    ] = 0,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
@@ -240,6 +251,7 @@ def file_command(
         _warn,
         engine_version=_engine_version(engine_version),
         skew_tolerance_s=_duration(clock_skew, "--clock-skew"),
+        jobs=jobs,
     )
     _emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))

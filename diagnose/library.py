@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -21,9 +20,7 @@ from diagnose.atomic import write_bytes_atomically
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
-from diagnose.knowledge.release_facts import ReleaseFactsExplainer
-from diagnose.knowledge.source_tier import EngineSourceExplainer
-from diagnose.knowledge.tiers import KnownIssueExplainer
+from diagnose.knowledge.deferred import EngineSourceTier, KnownIssueTier, ReleaseFactsTier
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
 """Where the parsed library is kept between runs (default: ``$XDG_CACHE_HOME/diagnose``);
@@ -34,8 +31,6 @@ scoring in the accuracy benchmark)."""
 FACTS_FILE = "_facts.yaml"
 RELATIONS_FILE = "_relations.yaml"
 ARCHITECTURES_FILE = "_architectures.yaml"
-
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def builtin_dir() -> Path:
@@ -63,8 +58,12 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _parse_yaml(path: Path, content: bytes) -> object:
+    import yaml  # only when the cache has not got the file (a warm run never imports it)
+
     try:
-        return yaml.load(content.decode("utf-8"), Loader=_SafeLoader)
+        return yaml.load(
+            content.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path}: not valid YAML: {detail}") from None
@@ -113,23 +112,35 @@ def _cache_dir() -> Path | None:
     return Path(cache_home) / "diagnose"
 
 
-def _parsed_files(paths: list[Path]) -> tuple[list[tuple[Path, object]], bool, Path | None]:
-    """Each file's YAML; whether it comes from the cache (these exact bytes validated before);
-    and the cache entry to write once they validate (None when cached or caching is off)."""
-    contents = [_read_bytes(path) for path in paths]
+def _cached(
+    kind: str, paths: list[Path], contents: list[bytes]
+) -> tuple[list[object] | None, Path | None]:
+    """The files' parsed YAML from the cache entry of these exact bytes (None when absent,
+    unreadable or corrupt), and that entry (None when caching is off)."""
     digest = hashlib.sha256(__version__.encode())
     for path, content in zip(paths, contents, strict=True):
         digest.update(f"\0{path.name}\0{len(content)}\0".encode())
         digest.update(content)
     directory = _cache_dir()
-    entry = directory / f"library-{digest.hexdigest()[:32]}.marshal" if directory else None
-    if entry is not None:
-        try:
-            cached = marshal.loads(entry.read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
-            cached = None  # absent, unreadable or corrupt: parse again
-        if isinstance(cached, list) and len(cached) == len(paths):
-            return list(zip(paths, cached, strict=True)), True, None
+    if directory is None:
+        return None, None
+    entry = directory / f"{kind}-{digest.hexdigest()[:32]}.marshal"
+    try:
+        cached = marshal.loads(entry.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None, entry  # parse again
+    if isinstance(cached, list) and len(cached) == len(paths):
+        return cached, entry
+    return None, entry
+
+
+def _parsed_files(paths: list[Path]) -> tuple[list[tuple[Path, object]], bool, Path | None]:
+    """Each file's YAML; whether it comes from the cache (these exact bytes validated before);
+    and the cache entry to write once they validate (None when cached or caching is off)."""
+    contents = [_read_bytes(path) for path in paths]
+    cached, entry = _cached("library", paths, contents)
+    if cached is not None:
+        return list(zip(paths, cached, strict=True)), True, None
     parsed = [_parse_yaml(path, content) for path, content in zip(paths, contents, strict=True)]
     return list(zip(paths, parsed, strict=True)), False, entry
 
@@ -142,7 +153,7 @@ def _save_cache(entry: Path, data: list[object]) -> None:
         entry.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomically(entry, payload)
         month_ago = time.time() - 30 * 86400
-        for old in entry.parent.glob("library-*.marshal"):
+        for old in entry.parent.glob("*.marshal"):
             if old.stat().st_atime < month_ago:
                 old.unlink()
     except (OSError, ValueError):
@@ -210,13 +221,19 @@ def _say_override(signature_id: str, directory: Path) -> None:
 
 
 def _read_data(path: Path, what: str) -> object:
-    """A data file beside the signatures, parsed; a clear error when it cannot be."""
+    """A data file beside the signatures, parsed (or its parse from the cache); a clear error
+    when it cannot be."""
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+        content = path.read_bytes()
     except OSError as error:
         raise UserError(f"{path}: cannot read the {what}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise UserError(f"{path}: not valid YAML: {str(error).splitlines()[0]}") from None
+    cached, entry = _cached("data", [path], [content])
+    if cached is not None:
+        return cached[0]
+    data = _parse_yaml(path, content)
+    if entry is not None:
+        _save_cache(entry, [data])
+    return data
 
 
 _Data = TypeVar("_Data", bound=BaseModel)
@@ -279,9 +296,7 @@ def engine_for(
         facts=load_facts(),
         hang_after=hang_after,
         explainers=(
-            [ReleaseFactsExplainer(), KnownIssueExplainer(threads), EngineSourceExplainer()]
-            if knowledge
-            else []
+            [ReleaseFactsTier(), KnownIssueTier(threads), EngineSourceTier()] if knowledge else []
         ),
         engine_version=engine_version,
     )

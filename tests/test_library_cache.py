@@ -108,3 +108,20 @@ def test_an_unwritable_cache_costs_nothing_but_time(
     monkeypatch.setenv(CACHE_DIR_VARIABLE, str(blocker / "cache"))
     (signature,) = load_directory(signatures)
     assert signature.id == "systemd-exec-failed"
+
+
+def test_data_files_beside_the_signatures_are_cached_too(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "data"
+    directory.mkdir()
+    shutil.copy(REPO / "signatures" / library.FACTS_FILE, directory)
+    first = [p.model_dump() for p in library.load_facts.__wrapped__(directory)]
+    assert len(list(cache.glob("data-*.marshal"))) == 1
+    monkeypatch.setattr(library, "_parse_yaml", _no_yaml)
+    assert [p.model_dump() for p in library.load_facts.__wrapped__(directory)] == first
+    (directory / library.FACTS_FILE).write_text("facts: [")  # changed bytes: parsed again
+    monkeypatch.undo()
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(cache))
+    with pytest.raises(UserError, match="not valid YAML"):
+        library.load_facts.__wrapped__(directory)

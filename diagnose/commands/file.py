@@ -12,7 +12,7 @@ from diagnose.core.errors import UserError
 from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
 from diagnose.core.split import UnitSplitter
-from diagnose.inputs.files import LogInput
+from diagnose.inputs.files import LogInput, default_jobs
 from diagnose.inputs.pipeline import run_logs_by_host
 from diagnose.library import engine_for, load_library
 from diagnose.render.terminal import terminal
@@ -28,10 +28,12 @@ def diagnose_files(
     engine_version: tuple[str, str] | None = None,
     knowledge: bool = True,
     skew_tolerance_s: float | None = None,
+    jobs: int = 0,
 ) -> Diagnosis:
     """Read every input in turn, one engine per host the lines name, so one diagnosis covers
     each host (several hosts: per-host reports and a fleet summary, see core/fleet.py);
-    ``knowledge=False`` leaves out the tiers below the hand signatures."""
+    ``knowledge=False`` leaves out the tiers below the hand signatures; ``jobs`` processes
+    read a large file (0: ``files.default_jobs()``)."""
     if not arguments:
         if sys.stdin.isatty():
             raise UserError(
@@ -50,7 +52,7 @@ def diagnose_files(
 
     logs = [LogInput.from_argument(argument) for argument in arguments]
     with _progress_bar(logs) as progress:
-        engines = run_logs_by_host(new_engine, logs, warn, progress)
+        engines = run_logs_by_host(new_engine, logs, warn, progress, jobs or default_jobs())
     skipped = {sid: why for engine in engines.values() for sid, why in engine.skipped.items()}
     for signature_id, reason in skipped.items():
         warn(f"{signature_id}: {reason}")

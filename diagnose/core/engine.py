@@ -52,6 +52,7 @@ from diagnose.core.ranking import (
     with_primary,
 )
 from diagnose.core.records import Event, Record
+from diagnose.core.scan import NeedleSet
 from diagnose.core.signature import (
     AbsenceMatch,
     CountMatch,
@@ -171,13 +172,13 @@ class Engine:
         self._facts_state = _State(signature=None)  # type: ignore[arg-type]
         for i, pattern in enumerate(facts):
             self._patterns.append((self._facts_state, "fact", i, pattern))
-        needles = {n for _, _, _, p in self._patterns for n in p.needles}
         self._always = [entry for entry in self._patterns if not entry[3].needles]
-        self._prefilter = (
-            re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
-            if needles
-            else None
-        )
+        self._by_needle: dict[str, list[int]] = {}
+        """For each needle, the positions in ``_patterns`` of the patterns that need it."""
+        for position, (_, _, _, pattern) in enumerate(self._patterns):
+            for needle in pattern.needles:
+                self._by_needle.setdefault(needle, []).append(position)
+        self._needle_set = NeedleSet([*self._by_needle, *self._explainer_needles])
         self._last_ts: datetime | None = None
         self._records_seen = False
         self._excerpt: list[Record] = []
@@ -248,13 +249,9 @@ class Engine:
         for record in event.records:
             self._observe(record)
         text = event.text
-        if self._prefilter is not None and self._prefilter.search(text):
-            candidates = [
-                e for e in self._patterns if e[3].needles and any(n in text for n in e[3].needles)
-            ]
-            candidates += self._always
-        else:
-            candidates = self._always
+        found = self._needle_set.found(text)
+        positions = sorted({p for needle in found for p in self._by_needle.get(needle, ())})
+        candidates = [self._patterns[p] for p in positions] + self._always
         matched = False
         for state, role, index, pattern in candidates:
             if state.signature is not None and state.signature.id in self.skipped:
@@ -272,12 +269,10 @@ class Engine:
             if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
                 self.incident.died_serving.add(attempt)
         if not matched and self._explainer_needles:
-            for needle in self._explainer_needles:
-                at = text.find(needle)
-                if at >= 0:
-                    record = event.record_at(at)
-                    self.incident.keep_unexplained(record, self._attempt_of(record.seq))
-                    break
+            known = sorted(found.intersection(self._explainer_needles))
+            if known:  # the first needle in order, as the tiers' needles are kept sorted
+                record = event.record_at(text.find(known[0]))
+                self.incident.keep_unexplained(record, self._attempt_of(record.seq))
 
     def _observe(self, record: Record) -> None:
         self._records_seen = True

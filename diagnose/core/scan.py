@@ -52,7 +52,7 @@ class NeedleScanner:
         self._automaton = automaton
         self.backend = "pyahocorasick"
 
-    def ends(self, chunk: bytes) -> list[int]:
+    def ends(self, chunk: bytes | bytearray) -> list[int]:
         """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""
         if self._hyperscan is not None:
             found: list[int] = []
@@ -65,3 +65,25 @@ class NeedleScanner:
             return found
         assert self._automaton is not None
         return [end + 1 for end, _ in self._automaton.iter(chunk.decode("latin-1"))]
+
+
+class NeedleSet:
+    """Which of a set of needles occur in a text, in one pass (an Aho-Corasick automaton over
+    ``str``, built in a fraction of the time a regex alternation of the needles compiles in)."""
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        import ahocorasick
+
+        self._automaton: Any = None
+        words = {n for n in needles if n}
+        if words:
+            self._automaton = ahocorasick.Automaton()
+            for word in words:
+                self._automaton.add_word(word, word)
+            self._automaton.make_automaton()
+
+    def found(self, text: str) -> set[str]:
+        """The needles that occur in ``text``."""
+        if self._automaton is None:
+            return set()
+        return {needle for _, needle in self._automaton.iter(text)}

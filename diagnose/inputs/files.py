@@ -5,17 +5,19 @@ Two ways through a log, with the same result:
 * ``scanned_events`` (the default): reads 8 MiB chunks of bytes, finds the lines that hold
   any needle of the library in one pass over each chunk (``diagnose.core.scan``), and decodes and
   parses only those, plus the lines that follow a ``Traceback`` header. Line numbers come
-  from counting newlines between candidates. Cost is set by the few interesting lines.
+  from counting newlines between candidates. Cost is set by the few interesting lines. A
+  large regular file is read by several worker processes (``jobs``), chunk by chunk, and
+  merged into exactly the events one process would give.
 * ``line_events``: parses every line; used when a signature has a pattern without needles.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import mmap
 import os
+import signal
 import stat
 import sys
 import zlib
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from diagnose.core.errors import UserError
 from diagnose.core.incident import LAST_LINES
@@ -37,6 +39,9 @@ from diagnose.inputs.lineformat import LineParser, year_hint
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""
 CHUNK_BYTES = 8 << 20
+PARALLEL_MIN_BYTES = 64 << 20
+"""A mapped file this large is read by several processes when more than one CPU is usable
+(below it, starting them costs more than they save)."""
 YEAR_LOOKAHEAD = 256
 HEAD_LINES = 256
 """The scanned path parses the first lines of an input whatever they hold."""
@@ -50,6 +55,7 @@ EXIT_MARKERS = (b"exited, code=", b"Failed with result")
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACEBACK = TRACEBACK_START.encode()
 _READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -121,43 +127,47 @@ def _close(log: LogInput, stream: BinaryIO) -> None:
 def raw_chunks(log: LogInput) -> Iterator[bytes]:
     """Chunks of whole lines, each ending in a newline; a line over ``MAX_LINE_BYTES`` keeps
     its head and the rest is skipped, so no chunk grows without bound. A plain file is
-    mapped and cut at line ends (one copy per chunk); pipes and gzip are read in blocks."""
+    mapped to find the line ends it is cut at, and each chunk read with one ``pread``; pipes
+    and gzip are read in blocks."""
     stream = _open(log)
     mapped = _mapped(stream)
-    if mapped is not None:
-        try:
-            yield from _mapped_chunks(mapped)
-        finally:
+    try:
+        if mapped is not None:
+            yield from _mapped_chunks(mapped, stream.fileno())
+        else:
+            yield from _stream_chunks(stream, log)
+    finally:
+        if mapped is not None:
             mapped.close()
-            _close(log, stream)
-        return
+        _close(log, stream)
+
+
+def _stream_chunks(stream: BinaryIO, log: LogInput) -> Iterator[bytes]:
+    """:func:`raw_chunks` of a pipe or a gzip stream, read in blocks."""
     rest = b""
     skipping = False
     ended = False
-    try:
-        while True:
-            block, ended = (b"", True) if ended else _read_block(stream, log)
-            if not block:
-                if rest and not skipping:
-                    yield rest + b"\n"
-                return
-            if skipping:
-                newline = block.find(b"\n")
-                if newline < 0:
-                    continue
-                block, skipping = block[newline + 1 :], False
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
-            tail = data[cut:]
-            if len(tail) > MAX_LINE_BYTES:
-                rest, skipping = b"", True
-                yield data[:cut] + tail[:MAX_LINE_BYTES] + b"\n"
+    while True:
+        block, ended = (b"", True) if ended else _read_block(stream, log)
+        if not block:
+            if rest and not skipping:
+                yield rest + b"\n"
+            return
+        if skipping:
+            newline = block.find(b"\n")
+            if newline < 0:
                 continue
-            rest = tail
-            if cut:
-                yield data[:cut]
-    finally:
-        _close(log, stream)
+            block, skipping = block[newline + 1 :], False
+        data = rest + block
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        if len(tail) > MAX_LINE_BYTES:
+            rest, skipping = b"", True
+            yield data[:cut] + tail[:MAX_LINE_BYTES] + b"\n"
+            continue
+        rest = tail
+        if cut:
+            yield data[:cut]
 
 
 def _mapped(stream: BinaryIO) -> mmap.mmap | None:
@@ -173,35 +183,66 @@ def _mapped(stream: BinaryIO) -> mmap.mmap | None:
         return None
 
 
-def _mapped_chunks(mapped: mmap.mmap) -> Iterator[bytes]:
-    """:func:`raw_chunks` over a mapped file: each chunk is cut at the last line end within
-    ``CHUNK_BYTES`` and copied once; a line longer than a chunk keeps ``MAX_LINE_BYTES``."""
+def _mapped_chunks(mapped: mmap.mmap, descriptor: int) -> Iterator[bytes]:
+    """:func:`raw_chunks` of a regular file: the mapping finds where each chunk ends
+    (:func:`_mapped_bounds`, a page touched per chunk) and one ``pread`` copies it, at a
+    fraction of what faulting the mapped pages in would cost."""
+    for start, end in _mapped_bounds(mapped):
+        yield _chunk_at(descriptor, start, end)
+
+
+def _mapped_bounds(mapped: mmap.mmap) -> Iterator[tuple[int, int]]:
+    """Where the chunks of a mapped file begin and end: each is cut at the last line end
+    within ``CHUNK_BYTES``; a line longer than a chunk is a chunk of its own."""
     size = len(mapped)
-    mapped.madvise(mmap.MADV_SEQUENTIAL)
     start = 0
     while start < size:
         limit = start + CHUNK_BYTES
         if limit >= size:
-            chunk = mapped[start:size]
-            yield chunk if chunk.endswith(b"\n") else chunk + b"\n"
+            yield start, size
             return
         end = mapped.rfind(b"\n", start, limit) + 1
-        if end > 0:
-            yield mapped[start:end]
-        else:
-            yield mapped[start : start + MAX_LINE_BYTES] + b"\n"  # one endless line: its head
+        if end <= 0:  # one endless line
             line_end = mapped.find(b"\n", limit)
             end = size if line_end < 0 else line_end + 1
-        _release(mapped, start, end)
+        yield start, end
         start = end
 
 
-def _release(mapped: mmap.mmap, start: int, end: int) -> None:
-    """Drop the pages of a part already read from this process (memory stays flat; the
-    kernel keeps them in its page cache)."""
-    first = start - start % mmap.PAGESIZE
-    with contextlib.suppress(OSError):
-        mapped.madvise(mmap.MADV_DONTNEED, first, end - first)
+def _chunk_size(start: int, end: int) -> int:
+    """How much of a chunk is read: all of it, but of a line longer than a chunk only its
+    first ``MAX_LINE_BYTES``."""
+    return MAX_LINE_BYTES if end - start > CHUNK_BYTES else end - start
+
+
+def _chunk_at(descriptor: int, start: int, end: int) -> bytes:
+    """The bytes of one chunk, ending in a newline."""
+    chunk = os.pread(descriptor, _chunk_size(start, end), start)
+    return chunk if chunk.endswith(b"\n") else chunk + b"\n"
+
+
+class _ChunkReader:
+    """Reads the chunks of a regular file into one buffer, reused: a new 8 MiB object per
+    chunk has its pages faulted in each time, two thirds of the cost of reading it."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+        self._buffer = bytearray()
+
+    def read(self, start: int, end: int) -> bytearray:
+        """Like :func:`_chunk_at`, in the reused buffer: valid until the next read."""
+        buffer = self._buffer
+        size = _chunk_size(start, end)
+        if len(buffer) > size:
+            del buffer[size:]
+        elif len(buffer) < size:
+            buffer.extend(bytes(size - len(buffer)))
+        read = os.preadv(self.descriptor, [buffer], start)
+        if read < size:  # the file shrank since it was mapped
+            del buffer[read:]
+        if not buffer.endswith(b"\n"):
+            buffer.append(ord("\n"))
+        return buffer
 
 
 def _read_block(stream: BinaryIO, log: LogInput) -> tuple[bytes, bool]:
@@ -269,7 +310,7 @@ class _Stats:
 
 
 def _take_lines(
-    chunk: bytes, cursor: int, count: int, spans: list[tuple[int, int]]
+    chunk: bytes | bytearray, cursor: int, count: int, spans: list[tuple[int, int]]
 ) -> tuple[int, int]:
     """Add up to ``count`` whole lines from ``cursor`` to ``spans``; the new cursor, and how
     many lines are still to take from the next chunk."""
@@ -281,7 +322,9 @@ def _take_lines(
     return cursor, count
 
 
-def _lines_before(chunk: bytes, start: int, floor: int, spans: list[tuple[int, int]]) -> None:
+def _lines_before(
+    chunk: bytes | bytearray, start: int, floor: int, spans: list[tuple[int, int]]
+) -> None:
     """Add up to ``BEFORE_EXIT_LINES`` whole lines that end before ``start`` (and begin at or
     after ``floor``) to ``spans``, in order."""
     found: list[tuple[int, int]] = []
@@ -294,68 +337,284 @@ def _lines_before(chunk: bytes, start: int, floor: int, spans: list[tuple[int, i
     spans.extend(reversed(found))
 
 
+@dataclass
+class _Chosen:
+    """The lines one chunk gives the events, each with its number within the chunk (from 0),
+    and what the next chunk and the end of the input need to know."""
+
+    lines: list[tuple[int, bytes]]
+    newlines: int
+    """How many lines the chunk holds."""
+    context_out: int
+    """Lines after a traceback header (or of the input's head) still owed by the next chunk."""
+    size: int
+    head: list[bytes]
+    """The input's first lines (only in its first chunk): they tell the year."""
+    trailing: list[tuple[int, bytes]]
+    """The input's last lines not yet chosen (only in its last chunk)."""
+    tail: list[bytes]
+    """The input's last ``TAIL_LINES`` lines (only in its last chunk): its last timestamp."""
+    last: bool
+
+
+def _choose(
+    chunk: bytes | bytearray, scanner: NeedleScanner, context_left: int, first: bool, last: bool
+) -> _Chosen:
+    """The lines of ``chunk`` that hold a needle, with the lines a traceback header or a
+    process exit brings along; ``context_left`` lines are owed from the chunk before."""
+    spans: list[tuple[int, int]] = []
+    cursor, context_left = _take_lines(chunk, 0, context_left, spans)
+    for match_end in scanner.ends(chunk):
+        if match_end <= cursor:
+            continue
+        start = chunk.rfind(b"\n", 0, match_end) + 1
+        end = chunk.index(b"\n", match_end - 1)
+        if any(marker in chunk[start:end] for marker in EXIT_MARKERS):
+            _lines_before(chunk, start, cursor, spans)
+        spans.append((start, end))
+        cursor = end + 1
+        if _TRACEBACK in chunk[start:end]:
+            cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
+    lines = []
+    counted_at, counted = 0, 0
+    for start, end in spans:
+        counted += chunk.count(b"\n", counted_at, start)
+        counted_at = start
+        lines.append((counted, bytes(chunk[start:end])))
+    newlines = counted + chunk.count(b"\n", counted_at)
+    head: list[bytes] = []
+    if first:
+        head = [bytes(h) for h in chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]]
+    trailing: list[tuple[int, bytes]] = []
+    tail: list[bytes] = []
+    if last:
+        ends: list[tuple[int, int]] = []
+        _lines_before(chunk, len(chunk), cursor, ends)
+        trailing = [(chunk.count(b"\n", 0, start), bytes(chunk[start:end])) for start, end in ends]
+        end_part = chunk[max(0, len(chunk) - (1 << 16)) :]
+        tail = [bytes(line) for line in end_part.split(b"\n")[-TAIL_LINES - 1 : -1]]
+    return _Chosen(lines, newlines, context_left, len(chunk), head, trailing, tail, last)
+
+
+def _with_last(items: Iterable[_Item]) -> Iterator[tuple[_Item, bool]]:
+    """Each item, and whether it is the last (one item read ahead)."""
+    iterator = iter(items)
+    for previous in iterator:
+        for item in iterator:
+            yield previous, False
+            previous = item
+        yield previous, True
+
+
+def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator[_Chosen]:
+    """What each chunk of the input gives, in order: in this process, or, for a large
+    mapped file and ``jobs`` over 1, by that many worker processes."""
+    stream = _open(log)
+    mapped = _mapped(stream)
+    try:
+        if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES and _FORK:
+            yield from _chosen_in_parallel(mapped, stream.fileno(), scanner, jobs)
+            return
+        chunks: Iterator[tuple[bytes | bytearray, bool]]
+        if mapped is not None:  # the end is known: no chunk is read ahead
+            reader = _ChunkReader(stream.fileno())
+            bounds = _with_last(_mapped_bounds(mapped))
+            chunks = ((reader.read(*span), last) for span, last in bounds)
+        else:
+            chunks = _with_last(_stream_chunks(stream, log))
+        context, first = HEAD_LINES, True
+        for chunk, last in chunks:
+            chosen = _choose(chunk, scanner, context, first, last)
+            context, first = chosen.context_out, False
+            yield chosen
+    finally:
+        if mapped is not None:
+            mapped.close()
+        _close(log, stream)
+
+
+def _chosen_in_parallel(
+    mapped: mmap.mmap, descriptor: int, scanner: NeedleScanner, jobs: int
+) -> Iterator[_Chosen]:
+    """:func:`_chosen_chunks` by this process and ``jobs - 1`` forked workers. Each takes the
+    next chunk nobody has taken (cut where one process would cut it), so a worker whose CPU
+    is busy with other work takes fewer, and this process reads rather than waits; the
+    chunks are merged in order. Who reads a chunk does not know what the chunk before owes
+    it (the lines after a traceback header that chunk ends with): it assumes nothing, and
+    where the chunk before did owe lines, the chunk is chosen again here, so the result is
+    exactly one process's."""
+    import multiprocessing  # only here: a small input never starts a process
+
+    bounds = list(_mapped_bounds(mapped))
+    context = multiprocessing.get_context("fork")
+    taken = context.Value("q", 0)
+    workers: list[_Worker] = []
+    try:
+        for _ in range(min(jobs, len(bounds)) - 1):
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(
+                target=_work, args=(descriptor, scanner, bounds, taken, sender), daemon=True
+            )
+            process.start()
+            sender.close()
+            workers.append(_Worker(process, receiver))
+        reader = _ChunkReader(descriptor)
+        ready: dict[int, _Chosen] = {}
+        owed = HEAD_LINES
+        for index, (start, end) in enumerate(bounds):
+            while index not in ready:
+                mine = _take(taken, len(bounds))
+                if mine is not None:
+                    ready[mine] = _choose_chunk(reader, bounds, mine, scanner)
+                _collect(workers, ready, wait_for_one=mine is None)
+            chosen = ready.pop(index)
+            if (HEAD_LINES if index == 0 else 0) != owed:
+                last = index == len(bounds) - 1
+                chosen = _choose(reader.read(start, end), scanner, owed, index == 0, last)
+            owed = chosen.context_out
+            yield chosen
+    finally:
+        for worker in workers:
+            worker.process.terminate()  # done already, unless the reading stopped early
+            worker.process.join()
+            worker.receiver.close()
+
+
+@dataclass
+class _Worker:
+    process: Any
+    receiver: Any
+    """Where the worker sends ``(index, chosen)`` for each chunk it took."""
+
+
+def _take(taken: Any, count: int) -> int | None:
+    """The next chunk nobody has taken (a counter shared by the processes), or None."""
+    with taken.get_lock():
+        index = int(taken.value)
+        if index >= count:
+            return None
+        taken.value = index + 1
+        return index
+
+
+def _choose_chunk(
+    reader: _ChunkReader, bounds: list[tuple[int, int]], index: int, scanner: NeedleScanner
+) -> _Chosen:
+    """:func:`_choose` of chunk ``index``, assuming the chunk before owes it nothing."""
+    start, end = bounds[index]
+    first, last = index == 0, index == len(bounds) - 1
+    return _choose(reader.read(start, end), scanner, HEAD_LINES if first else 0, first, last)
+
+
+def _collect(workers: list[_Worker], ready: dict[int, _Chosen], wait_for_one: bool) -> None:
+    """Add the chunks the workers have sent to ``ready``; with ``wait_for_one``, wait until
+    one comes (every chunk is taken, and the one needed next is a worker's)."""
+    from multiprocessing.connection import wait
+
+    while True:
+        open_receivers = [w.receiver for w in workers if not w.receiver.closed]
+        if wait_for_one and not open_receivers:
+            raise RuntimeError("a process reading the file stopped before sending its chunks")
+        readable: list[Any] = wait(open_receivers, timeout=None if wait_for_one else 0)
+        for receiver in readable:
+            try:
+                index, sent = receiver.recv()
+            except EOFError:  # that worker is done
+                receiver.close()
+                continue
+            if index < 0:
+                raise RuntimeError(f"a process reading the file failed: {sent}")
+            ready[index] = sent
+            wait_for_one = False
+        if not wait_for_one:
+            return
+
+
+def _work(
+    descriptor: int,
+    scanner: NeedleScanner,
+    bounds: list[tuple[int, int]],
+    taken: Any,
+    sender: Any,
+) -> None:
+    """A worker process: choose the lines of each chunk it takes, and send them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    reader = _ChunkReader(descriptor)
+    try:
+        while (index := _take(taken, len(bounds))) is not None:
+            sender.send((index, _choose_chunk(reader, bounds, index, scanner)))
+    except Exception as error:  # the parent stops with it
+        sender.send((-1, f"{type(error).__name__}: {error}"))
+    finally:
+        sender.close()
+
+
+_FORK = hasattr(os, "fork")
+"""Workers are forked: they inherit the open file and the compiled scanner as they are."""
+
+
+DEFAULT_MAX_JOBS = 8
+"""Reading processes by default on a machine of many CPUs: past a few, memory bandwidth, not
+CPU, bounds the reading, and each process holds a chunk."""
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity, which containers and ``taskset``
+    narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_jobs() -> int:
+    """How many processes read a large file unless told: one per usable CPU, up to
+    ``DEFAULT_MAX_JOBS``."""
+    return min(usable_cpus(), DEFAULT_MAX_JOBS)
+
+
 def scanned_events(
     log: LogInput,
     scanner: NeedleScanner,
     first_seq: int = 0,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> Iterator[Event]:
     """Events of the lines that hold a needle, and of the tracebacks they start.
-    ``progress`` is told the size of each chunk once it is done."""
+    ``progress`` is told the size of each chunk once it is done; ``jobs`` over 1 lets that
+    many processes read a large file (the events are the same)."""
     parser: LineParser | None = None
     grouper = TracebackGrouper()
     stats = _Stats(log)
     lines_before = 0
-    context_left = HEAD_LINES  # the head tells the engine, the year and the first timestamp
+    trailing: list[tuple[int, bytes]] = []
     tail: list[bytes] = []
-    last: tuple[bytes, int, int] | None = None
-    for chunk in raw_chunks(log):
+    for chosen in _chosen_chunks(log, scanner, jobs):
         if parser is None:
-            head = chunk[: 1 << 16].split(b"\n", YEAR_LOOKAHEAD)[:YEAR_LOOKAHEAD]
-            parser = LineParser(log.name, _default_year(log, (_decode(h) for h in head)))
-        spans: list[tuple[int, int]] = []
-        cursor, context_left = _take_lines(chunk, 0, context_left, spans)
-        for match_end in scanner.ends(chunk):
-            if match_end <= cursor:
-                continue
-            start = chunk.rfind(b"\n", 0, match_end) + 1
-            end = chunk.index(b"\n", match_end - 1)
-            if any(marker in chunk[start:end] for marker in EXIT_MARKERS):
-                _lines_before(chunk, start, cursor, spans)
-            spans.append((start, end))
-            cursor = end + 1
-            if _TRACEBACK in chunk[start:end]:
-                cursor, context_left = _take_lines(chunk, cursor, MAX_TRACEBACK_LINES, spans)
-        last = (chunk, cursor, lines_before)
-        counted_at, counted = 0, lines_before
-        for start, end in spans:
-            counted += chunk.count(b"\n", counted_at, start)
-            counted_at = start
-            record = parser.parse(counted + 1, _decode(chunk[start:end]))
+            head = (_decode(h) for h in chosen.head)
+            parser = LineParser(log.name, _default_year(log, head))
+        for index, raw in chosen.lines:
+            record = parser.parse(lines_before + index + 1, _decode(raw))
             if record is None:
                 continue
-            record.seq = first_seq + counted + 1
+            record.seq = first_seq + lines_before + index + 1
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-        lines_before = counted + chunk.count(b"\n", counted_at)
+        if chosen.last:
+            trailing = [(lines_before + index, raw) for index, raw in chosen.trailing]
+            tail = chosen.tail
+        lines_before += chosen.newlines
         if progress is not None:
-            progress(len(chunk))
-        tail = chunk[max(0, len(chunk) - (1 << 16)) :].split(b"\n")[-TAIL_LINES - 1 : -1]
+            progress(chosen.size)
     log.lines = lines_before
-    if parser is not None and last is not None:  # the input's last lines, not yet read
-        chunk, cursor, base = last
-        spans = []
-        _lines_before(chunk, len(chunk), cursor, spans)
-        for start, end in spans:
-            record = parser.parse(
-                base + chunk.count(b"\n", 0, start) + 1, _decode(chunk[start:end])
-            )
+    if parser is not None:  # the input's last lines, not yet read
+        for index, raw in trailing:
+            record = parser.parse(index + 1, _decode(raw))
             if record is None:
                 continue
             record.seq = first_seq + (record.line or 0)
             stats.see(record)
             yield from grouper.feed(record, record.seq)
-    if parser is not None:
         last_ts = _last_timestamp(parser, tail)
         if last_ts is not None and (log.last_ts is None or last_ts > log.last_ts):
             log.last_ts = last_ts
@@ -397,8 +656,9 @@ def events(
     scanner: NeedleScanner | None,
     first_seq: int = 0,
     progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> Iterator[Event]:
     """The scanned path when there is a scanner, else every line."""
     if scanner is None:
         return line_events(log, first_seq)
-    return scanned_events(log, scanner, first_seq, progress)
+    return scanned_events(log, scanner, first_seq, progress, jobs)

@@ -53,14 +53,15 @@ def run_logs(
     logs: list[LogInput],
     warn: Warn | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
 ) -> None:
     """Feed every log through ``engine``, one after the other, on one timeline of positions.
-    ``progress`` is told the size of each chunk read."""
+    ``progress`` is told the size of each chunk read; ``jobs`` processes may read a large file."""
     needles = engine.needles()
     scanner = NeedleScanner(needles, backend=_backend_for(logs)) if needles else None
     first_seq = 0
     for log in logs:
-        for event in events(log, scanner, first_seq, progress):
+        for event in events(log, scanner, first_seq, progress, jobs):
             engine.feed(event)
         first_seq += log.lines
         for warning in log.warnings:
@@ -73,6 +74,7 @@ def run_logs_by_host(
     logs: list[LogInput],
     warn: Warn | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
 ) -> dict[str | None, FeedableT]:
     """Like :func:`run_logs`, but one engine per host named in the lines (journalctl's short
     formats name it in their fourth field); the scanner is shared. A line without a host
@@ -86,7 +88,7 @@ def run_logs_by_host(
     first_seq = 0
     host: str | None = None
     for log in logs:
-        for event in events(log, scanner, first_seq, progress):
+        for event in events(log, scanner, first_seq, progress, jobs):
             host = event.first.host or host
             engine = engines.get(host)
             if engine is None:

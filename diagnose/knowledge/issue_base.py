@@ -19,12 +19,15 @@ import regex
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from diagnose.knowledge.deferred import ANCHORS_NAME as ANCHORS_NAME
+from diagnose.knowledge.deferred import builtin_anchors as builtin_anchors
+from diagnose.knowledge.deferred import knowledge_dir as knowledge_dir
+from diagnose.knowledge.deferred import records_dir
 from diagnose.knowledge.known_issues import _HOLE, KnownIssue, load_record
 
 INDEX_NAME = "known-issues.json"
-ANCHORS_NAME = "anchors.json"
-"""The anchors alone, read on every run to choose the lines worth keeping; the index itself
-is read only when no hand signature decided."""
+"""Read only when no hand signature decided (the anchors alone, ``ANCHORS_NAME``, are read on
+every run to choose the lines worth keeping)."""
 _HOLE_PATTERNS = {
     "int": r"-?\d+",
     "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?",
@@ -34,17 +37,6 @@ _HOLE_PATTERNS = {
     "any": r".*?",
 }
 _MATCH_TIMEOUT_S = 0.05
-
-
-def knowledge_dir() -> Path:
-    """``knowledge/`` as installed (``diagnose/_knowledge``) or beside the source tree."""
-    package = Path(__file__).resolve().parent.parent
-    installed = package / "_knowledge"
-    return installed if installed.is_dir() else package.parent / "knowledge"
-
-
-def records_dir() -> Path:
-    return knowledge_dir() / "known-issues"
 
 
 class Wording:
@@ -265,11 +257,3 @@ def builtin_base() -> IssueBase:
 def anchors_payload(records: Sequence[KnownIssue]) -> str:
     """The anchors of ``records`` as JSON text (stable bytes)."""
     return json.dumps(sorted(IssueBase(records).anchors), indent=0, ensure_ascii=False) + "\n"
-
-
-@cache
-def builtin_anchors() -> frozenset[str]:
-    path = records_dir() / ANCHORS_NAME
-    if not path.is_file():
-        return frozenset()
-    return frozenset(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,64 @@
+"""What a small run imports: a diagnosis a hand signature decides, with the library cache
+warm, loads neither the knowledge tiers nor YAML, and the JSON report no terminal renderer.
+(How long it takes is measured in benchmarks/startup.py, not here.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import FIXTURES
+
+INCIDENT = FIXTURES / "incidents" / "qwen-122b-crashloop.journal.txt"
+PROBE = """
+import sys
+from diagnose.cli import main
+sys.argv = ["diagnose", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("MODULES=" + ",".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def _modules(cache: Path, *args: str) -> tuple[set[str], str]:
+    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache)}
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+    )
+    line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES="))
+    return set(line.removeprefix("MODULES=").split(",")), result.stdout
+
+
+def test_a_decided_json_run_with_a_warm_cache_loads_no_tier_yaml_or_renderer(
+    tmp_path: Path,
+) -> None:
+    args = ("file", str(INCIDENT), "--format", "json")
+    cold, _ = _modules(tmp_path, *args)
+    assert "yaml" in cold  # the first run parses the library and fills the cache
+    warm, report = _modules(tmp_path, *args)
+    assert json.loads(report)["primary"]  # a hand signature decided
+    assert "yaml" not in warm
+    assert not {"diagnose.knowledge.tiers", "diagnose.knowledge.source_tier"} & warm
+    assert not {m for m in warm if m.startswith("rich.")}
+
+
+def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-03-03 11:53:10] server_args=ServerArgs(model_path='/models/q', tp_size=4)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/sglang/srt/managers/scheduler.py", line 2210, in run_scheduler_process\n'
+        "    raise RuntimeError('scheduler failed: the frobnicator is out of sync')\n"
+        "RuntimeError: scheduler failed: the frobnicator is out of sync\n"
+    )
+    modules, _ = _modules(tmp_path, "file", str(log), "--format", "json")
+    assert {"diagnose.knowledge.tiers", "diagnose.knowledge.source_tier"} <= modules
