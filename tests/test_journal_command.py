@@ -304,3 +304,34 @@ def test_a_user_unit_crash_loop(tmp_path: Path) -> None:
     assert loop_finding["caused_by"] == primary["id"]
     refused = run_cli("journal", "--user", "-u", "sglang-qwen", "--file", journal, "--apply")
     assert refused.returncode == 2 and "--user unit" in refused.stderr
+
+
+GATED = """\
+Mar 04 10:00:00.100001 gpu-node-07 systemd[1]: Started sglang-qwen.service - SGLang Qwen server.
+Mar 04 10:00:09.100002 gpu-node-07 python3[4101]: huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-65f1) Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json.
+Mar 04 10:00:09.100003 gpu-node-07 python3[4101]: Access to model meta-llama/Llama-3.1-8B-Instruct is restricted. You must have access to it and be authenticated to access it. Please log in.
+Mar 04 10:00:10.100004 gpu-node-07 systemd[1]: sglang-qwen.service: Main process exited, code=exited, status=1/FAILURE
+"""
+
+
+def test_a_fix_with_a_value_only_the_user_knows_is_shown_and_never_applied(
+    tmp_path: Path,
+) -> None:
+    system = tmp_path / "etc/systemd/system"
+    system.mkdir(parents=True)
+    shutil.copy(UNIT_FILE, system / "sglang-qwen.service")
+    path = journalgen.write_journal(
+        journalgen.entries_from_short(GATED, journalgen.UNIT), tmp_path / "gated.journal"
+    )
+    args = ("journal", "-u", "sglang-qwen", "--file", path, "--root", tmp_path)
+    report = json.loads(run_cli(*args, "-f", "json").stdout)
+    primary = next(f for f in report["findings"] if f["id"] == report["primary"])
+    assert primary["category"] == "model_access"
+    token = primary["patch"]["env_set"]["HF_TOKEN"]
+    assert token.startswith("<") and token.endswith(">")
+    assert "# Fill in <" in primary["patch"]["dropin"]
+    refused = run_cli(*args, "--apply")
+    assert refused.returncode == 2, refused.stderr
+    assert "needs values only you can give" in refused.stderr and token in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (system / "sglang-qwen.service.d").exists()  # nothing written

@@ -79,6 +79,8 @@ def render_dropin(
             service.append(f"# (diagnose journal -u {unit} writes the full ExecStart= for you)")
     header = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n"
     header += "".join(f"# {note}\n" for note in notes)
+    if patch.placeholders():
+        header += f"# Fill in {', '.join(patch.placeholders())} before installing this file.\n"
     body = "\n\n".join(
         f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items() if lines
     )

@@ -7,6 +7,7 @@ additive.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Literal
@@ -101,6 +102,10 @@ class Evidence(_Frozen):
     )
 
 
+PLACEHOLDER = re.compile(r"<[^<>\n]{2,}>")
+"""A value the user must fill in: ``<your Hugging Face token>``."""
+
+
 class Patch(_Frozen):
     env_set: dict[str, str] = Field(default_factory=dict)
     env_unset: list[str] = Field(default_factory=list)
@@ -113,6 +118,12 @@ class Patch(_Frozen):
         return not (
             self.env_set or self.env_unset or self.args_add or self.args_remove or self.unit_set
         )
+
+    def placeholders(self) -> list[str]:
+        """The values only the user can give, written ``<...>`` (a token, a template's path):
+        such a patch is shown, never applied, until they are filled in."""
+        values = [*self.env_set.values(), *self.args_add, *self.unit_set.values()]
+        return list(dict.fromkeys(m for v in values for m in PLACEHOLDER.findall(v)))
 
 
 class Hypothesis(_Frozen):

@@ -27,7 +27,8 @@ from diagnose.knowledge.issue_base import (
 from diagnose.knowledge.known_issues import KnownIssue
 
 _HOLE_REF = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-_PLACEHOLDER = re.compile(r"<[^<>]{2,}>|\{[a-z_][a-z0-9_]*\}")
+_UNFILLED = re.compile(r"\{[a-z_][a-z0-9_]*\}")
+"""A hole of the record's message the log did not fill."""
 MAX_ALTERNATIVES = 2
 
 
@@ -144,19 +145,20 @@ def _fill(text: str, values: Mapping[str, str]) -> str:
 
 
 def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None, list[str]]:
-    """The record's configuration change with the log's values filled in; a part that still
-    holds a placeholder is left out of the patch and said in words instead."""
+    """The record's configuration change with the log's values filled in; a part whose hole
+    the log did not fill is left out of the patch and said in words instead (a ``<...>`` value
+    only the user knows stays: the patch is shown and not applied until it is filled in)."""
     fix = record.fix
     unresolved: list[str] = []
 
     def usable(text: str) -> bool:
-        if _PLACEHOLDER.search(text):
+        if _UNFILLED.search(text):
             unresolved.append(f"Set by hand: `{text}`.")
             return False
         return True
 
     settings = [_fill(setting, values) for setting in fix.args_add]
-    args_add = [t for s in settings for t in shlex.split(s)] if all(map(usable, settings)) else []
+    args_add = [t for s in settings for t in _words(s)] if all(map(usable, settings)) else []
     env_set = {k: _fill(v, values) for k, v in fix.env_set.items()}
     env_set = {k: v for k, v in env_set.items() if usable(f"{k}={v}")}
     unit_set = {k: _fill(v, values) for k, v in fix.unit_set.items()}
@@ -169,6 +171,15 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
         unit_set=unit_set,
     )
     return (None if patch.is_empty() else patch), unresolved
+
+
+def _words(setting: str) -> list[str]:
+    """``--flag value`` as command-line words (a value that does not parse as shell words,
+    such as a quoted text with an apostrophe, stays one word)."""
+    try:
+        return shlex.split(setting)
+    except ValueError:
+        return setting.split(maxsplit=1)
 
 
 def _package(record: KnownIssue) -> PackageAction | None:

@@ -243,6 +243,14 @@ def apply(result: JournalResult, root: Path | None, into_override: bool = False)
             "--apply: nothing to write: no primary finding with a patch",
             help="run without --apply to see the report",
         )
+    if primary.patch.placeholders():
+        raise UserError(
+            "--apply: the fix needs values only you can give ("
+            + ", ".join(primary.patch.placeholders())
+            + "): nothing written",
+            help="fill them into the drop-in that --patch-only prints, save it under "
+            f"/etc/systemd/system/{diagnosis.unit}.d/ and run systemctl daemon-reload",
+        )
     if result.options is not None and result.options.user:
         raise UserError(
             "--apply writes system drop-ins; this is a --user unit: nothing written",
