@@ -151,9 +151,9 @@ def _package(signature: Signature, values: Mapping[str, Any]) -> PackageAction |
     """The first package change whose conditions hold and whose fields all have values."""
     for spec in signature.packages:
         if all(signature.condition(c).holds(values) for c in spec.when):
-            filled = expr.fill(spec.spec, values)
-            if filled is not None:
-                return PackageAction(name=spec.name, spec=filled, action=spec.action)
+            name, filled = expr.fill(spec.name, values), expr.fill(spec.spec, values)
+            if name and filled is not None:
+                return PackageAction(name=name, spec=filled, action=spec.action)
     return None
 
 

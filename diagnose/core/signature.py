@@ -179,8 +179,8 @@ Phase = Literal[
 
 
 class PackageSpec(_Schema):
-    """A package change that fixes the failure, used when ``when`` holds; ``spec`` may hold
-    ``{capture}`` fields."""
+    """A package change that fixes the failure, used when ``when`` holds; ``name`` and
+    ``spec`` may hold ``{capture}`` fields."""
 
     when: list[str] = Field(default_factory=list)
     name: str
@@ -399,7 +399,7 @@ class Signature(_Schema):
         said = (*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions)
         texts = [t.text for t in said]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
-        texts += [p.spec for p in self.packages]
+        texts += [t for p in self.packages for t in (p.name, p.spec)]
         texts += [self.patch_note] if self.patch_note else []
         patches = [*self.patches, *(p for r in self.preflight for p in r.patches)]
         for patch in patches:
