@@ -699,7 +699,7 @@ class Engine:
         earlier_same_class = (  # an NCCL WARN naming the cause before the bare NCCL error
             explained.tier == "known_issue"
             and explained.category == broad.category
-            and _first_line(explained) < _first_line(broad)
+            and _earlier(explained, broad)
         )
         if not same_line and not earlier_same_class:
             return broad
@@ -971,9 +971,19 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
     )
 
 
-def _first_line(finding: Finding) -> int:
-    """The line of a finding's first evidence (0 when it has none)."""
-    return min((e.line for e in finding.evidence if e.line is not None), default=0)
+def _earlier(first: Finding, second: Finding) -> bool:
+    """Whether ``first``'s evidence comes before ``second``'s: by line in a file, by time in a
+    journal (False when the two cannot be compared)."""
+    lines = [
+        min((e.line for e in f.evidence if e.line is not None), default=None)
+        for f in (first, second)
+    ]
+    if lines[0] is not None and lines[1] is not None:
+        return lines[0] < lines[1]
+    times = [
+        min((e.timestamp for e in f.evidence if e.timestamp), default=None) for f in (first, second)
+    ]
+    return times[0] is not None and times[1] is not None and times[0] < times[1]
 
 
 def _specific(signature: Signature | None) -> bool:
