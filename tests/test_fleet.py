@@ -180,3 +180,41 @@ def test_the_deployment_is_read_from_either_engines_arguments(
     line = f"INFO 03-06 10:12:00 [utils.py:326] {args}"
     engine = feed([LogInput.from_text(line + "\n")])
     assert deployment_of(engine.facts) == deployment
+
+
+@needs_journal_remote
+@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
+def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
+    tmp_path: Path, reader
+) -> None:
+    if reader == "systemd-python":
+        pytest.importorskip("systemd.journal")
+    directory = tmp_path / "remote"
+    directory.mkdir()
+    machines = {  # two clones of one image, both named gpu-node, and one other host
+        "3f2a1b9c00000000000000000000aaaa": ("incidents/healthy-sglang.journal.txt", "gpu-node"),
+        "7c41e2d500000000000000000000bbbb": ("fleet/gpu-node-21-oom.journal.txt", "gpu-node"),
+        "9e0f8a7b00000000000000000000cccc": ("fleet/gpu-node-22-oom.journal.txt", None),
+    }
+    for machine, (fixture, hostname) in machines.items():
+        text = (journalgen.FIXTURES / fixture).read_text()
+        if hostname is not None:
+            text = "\n".join(
+                " ".join([*line.split(" ")[:3], hostname, *line.split(" ")[4:]]) if line else line
+                for line in text.split("\n")
+            )
+        entries = journalgen.entries_from_short(text, journalgen.UNIT, seed=machine)
+        for entry in entries:
+            entry["_MACHINE_ID"] = machine
+        journalgen.write_journal(entries, directory / f"remote-{machine[:8]}.journal")
+    options = JournalOptions(unit="sglang-qwen", directory=directory, reader=reader, gpu=False)
+    report = diagnose_journal(options, [], None, lambda _: None).diagnosis
+    assert report.hosts is not None and report.fleet is not None
+    assert [(h.host, h.state) for h in report.hosts] == [
+        ("gpu-node (machine 3f2a1b9c)", "healthy"),
+        ("gpu-node (machine 7c41e2d5)", "failed"),
+        ("gpu-node-22", "failed"),  # a name no other machine has keeps its plain label
+    ]
+    assert [(f.category, f.hosts) for f in report.fleet.findings] == [
+        ("gpu_oom", ["gpu-node (machine 7c41e2d5)", "gpu-node-22"])
+    ]

@@ -187,9 +187,40 @@ class Backend(Protocol):
         """Boot IDs, oldest first."""
         ...
 
-    def hosts(self) -> list[str]:
-        """The host names the journal holds entries of, sorted."""
+    def hosts(self) -> list[HostId]:
+        """The machines the journal holds entries of, sorted (see ``distinct_hosts``)."""
         ...
+
+
+@dataclass(frozen=True, order=True)
+class HostId:
+    """One machine of a journal: its host name, and its machine ID when another machine of
+    the same journal has that name too (cloned images keep one hostname)."""
+
+    name: str
+    machine_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``gpu-node-07``, or ``gpu-node (machine 3f2a1b9c)`` when the name is shared."""
+        return (
+            self.name if self.machine_id is None else f"{self.name} (machine {self.machine_id[:8]})"
+        )
+
+
+def distinct_hosts(machines: Iterable[tuple[str, str]], names: Iterable[str]) -> list[HostId]:
+    """The journal's hosts, from each machine's ``(hostname, machine ID)`` and every host name
+    it holds: a name held by several machines is one host per machine; any other name is one
+    host (a machine renamed in the window, or names that share one machine ID, stay apart by
+    name as before)."""
+    ids: dict[str, set[str]] = {name: set() for name in names}
+    for name, machine in machines:
+        ids.setdefault(name, set()).add(machine)
+    return sorted(
+        HostId(name, machine) if len(machines_of) > 1 else HostId(name)
+        for name, machines_of in ids.items()
+        for machine in (sorted(machines_of) if len(machines_of) > 1 else [None])
+    )
 
 
 @dataclass
@@ -198,10 +229,14 @@ class JournalLocation:
     directory: Path | None = None
     host: str | None = None
     """Only this host's entries (``_HOSTNAME``): one host of a journal-remote directory."""
+    machine_id: str | None = None
+    """Only this machine's entries (``_MACHINE_ID``), when hosts share a name."""
 
     def matches(self, group: list[str]) -> list[str]:
-        """A match group limited to the location's host, if it has one."""
-        return [*group, f"_HOSTNAME={self.host}"] if self.host else group
+        """A match group limited to the location's host (and machine), if it has one."""
+        limits = [f"_HOSTNAME={self.host}"] if self.host else []
+        limits += [f"_MACHINE_ID={self.machine_id}"] if self.machine_id else []
+        return [*group, *limits]
 
     def describe(self) -> str:
         if self.files:
@@ -370,11 +405,30 @@ class PythonBackend:
         finally:
             reader.close()
 
-    def hosts(self) -> list[str]:
+    def hosts(self) -> list[HostId]:
         reader = self._open()
         try:
-            names = reader.query_unique("_HOSTNAME")
-            return sorted({n.decode() if isinstance(n, bytes) else str(n) for n in names})
+            machines = []
+            ids = [
+                m.decode() if isinstance(m, bytes) else str(m)
+                for m in reader.query_unique("_MACHINE_ID")
+            ]
+            for machine in ids if len(ids) > 1 else []:  # one machine: its names are its hosts
+                reader.flush_matches()
+                reader.add_match(f"_MACHINE_ID={machine}")
+                reader.seek_head()
+                while reader._next():  # the machine's first entry that names its host
+                    try:
+                        name = reader._get("_HOSTNAME")
+                    except KeyError:
+                        continue
+                    machines.append((name.decode("utf-8", "replace"), machine))
+                    break
+            names = [
+                n.decode() if isinstance(n, bytes) else str(n)
+                for n in reader.query_unique("_HOSTNAME")
+            ]
+            return distinct_hosts(machines, names)
         finally:
             reader.close()
 
@@ -482,9 +536,25 @@ class JournalctlBackend:
         for index in chosen:
             yield batch[index]
 
-    def hosts(self) -> list[str]:
+    def hosts(self) -> list[HostId]:
+        machines = []
+        ids = self._field_values("_MACHINE_ID")
+        for machine in ids if len(ids) > 1 else []:  # one machine: its names are its hosts
+            last_entry = ["-n", "1", "-o", "json", "--output-fields=_HOSTNAME"]
+            newest = subprocess.run(
+                [*self._base(), *last_entry, f"_MACHINE_ID={machine}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            name = json.loads(newest).get("_HOSTNAME") if newest.startswith("{") else None
+            if isinstance(name, str):
+                machines.append((name, machine))
+        return distinct_hosts(machines, self._field_values("_HOSTNAME"))
+
+    def _field_values(self, name: str) -> list[str]:
         result = subprocess.run(
-            [*self._base(), "--field=_HOSTNAME"], capture_output=True, text=True, check=False
+            [*self._base(), f"--field={name}"], capture_output=True, text=True, check=False
         )
         return sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
 

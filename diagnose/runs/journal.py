@@ -110,7 +110,7 @@ def diagnose_journal(
 
 
 def _diagnose_hosts(
-    hosts: list[str],
+    hosts: list[source.HostId],
     query: source.JournalQuery,
     options: JournalOptions,
     signature_dirs: list[Path],
@@ -121,7 +121,7 @@ def _diagnose_hosts(
     once per host that ran the unit, summed up into fleet findings."""
     results: dict[str, JournalResult] = {}
     for host in hosts:
-        location = replace(query.location, host=host)
+        location = replace(query.location, host=host.name, machine_id=host.machine_id)
         host_query = replace(query, location=location)
         backend = source.open_backend(location, options.reader)
         try:
@@ -129,7 +129,7 @@ def _diagnose_hosts(
             result = diagnose_scope(scope, host_query, options, signature_dirs, hang_after, warn)
         except UserError:
             continue  # this host has no entries of the unit
-        results[host] = result
+        results[host.label] = result
     if len(results) <= 1:
         scope = source.choose(query, source.open_backend(query.location, options.reader))
         return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
