@@ -178,7 +178,7 @@ class Engine:
         for position, (_, _, _, pattern) in enumerate(self._patterns):
             for needle in pattern.needles:
                 self._by_needle.setdefault(needle, []).append(position)
-        self._needle_set = NeedleSet([*self._by_needle, *self._explainer_needles])
+        self._needle_set = NeedleSet.shared(frozenset([*self._by_needle, *self._explainer_needles]))
         self._last_ts: datetime | None = None
         self._records_seen = False
         self._excerpt: list[Record] = []

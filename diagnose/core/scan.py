@@ -8,6 +8,7 @@ Only lines that hold a needle are decoded and parsed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -81,6 +82,13 @@ class NeedleSet:
             for word in words:
                 self._automaton.add_word(word, word)
             self._automaton.make_automaton()
+
+    @staticmethod
+    @functools.lru_cache(maxsize=8)
+    def shared(needles: frozenset[str]) -> NeedleSet:
+        """One set per needle set, shared by the engines that need it (a fleet run builds an
+        engine per host: each would otherwise hold its own automaton of a megabyte or more)."""
+        return NeedleSet(needles)
 
     def found(self, text: str) -> set[str]:
         """The needles that occur in ``text``."""
