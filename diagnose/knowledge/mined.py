@@ -26,6 +26,8 @@ from diagnose.core.versions import release
 from diagnose.knowledge.issue_base import knowledge_dir
 
 ENGINES = ("sglang", "vllm")
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+"""How each mined engine is written in prose."""
 _FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9_.-]*[a-z0-9]", re.I)
 
 

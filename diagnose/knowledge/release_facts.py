@@ -15,7 +15,6 @@ from diagnose.core.models import Confidence, Finding, PackageAction, Patch, Role
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 RELEASE_TABLES = frozenset(f"{engine}-release-tables" for engine in mined.ENGINES)
 """The signature names of this tier's findings."""
 _INVALID_CHOICE = re.compile(
@@ -85,7 +84,7 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
     printed = [c.strip().strip("'\"") for c in parsed.group("choices").split(",") if c.strip()]
     if not _printed_by(engine, flag, printed):
         return None  # another engine's flag or values
-    name = ENGINE_NAMES[engine]
+    name = mined.ENGINE_NAMES[engine]
     installed = _installed(engine, shown, flag, printed)
     newer = mined.first_release_with(engine, lambda v: accepts(engine, v, flag, value) is True)
     if newer is not None and (installed is None or not at_least(installed, newer)):
@@ -227,7 +226,7 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
             installed = best[1]
     if newer is None or (installed is not None and at_least(installed, newer)):
         return None
-    name = ENGINE_NAMES[engine]
+    name = mined.ENGINE_NAMES[engine]
     listed = ", ".join(f"`{a}`" for a in archs)
     title = f"The model's architecture {listed} needs {name} {newer} or newer"
     sentences = [
@@ -288,5 +287,5 @@ def _finding(
         package=package,
         phase=candidate.phase,
         tier="engine_source",
-        raised_in=f"{ENGINE_NAMES[engine]} release tables",
+        raised_in=f"{mined.ENGINE_NAMES[engine]} release tables",
     )

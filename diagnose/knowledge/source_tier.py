@@ -38,7 +38,6 @@ from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_ru
 
 RULES_NAME = "engine-source-rules.yaml"
 OVERRIDES_NAME = "overrides.yaml"
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 _PROGS = {"sglang": "launch_server", "vllm": "api_server"}
 """The program name argparse prints for an engine's server, besides the engine's own name."""
 _FLAG = r"--[a-z0-9][a-z0-9_.-]*[a-z0-9]"
@@ -217,7 +216,7 @@ class ReleaseContext:
 
     @property
     def name(self) -> str:
-        return ENGINE_NAMES.get(self.engine, self.engine)
+        return mined.ENGINE_NAMES.get(self.engine, self.engine)
 
     def table(self) -> mined.FlagTable | None:
         return mined.flag_table(self.engine, self.version) if self.version else None
