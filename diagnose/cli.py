@@ -312,6 +312,18 @@ def journal_command(
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            envvar="DIAGNOSE_JOBS",
+            help="Hosts of a many-host journal (-D of journal-remote) diagnosed at once: 0 (the "
+            "default) one per CPU this process may use, up to 8; 1 one after another. The "
+            "report is the same.",
+        ),
+    ] = 0,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -337,6 +349,7 @@ def journal_command(
         user=user,
         engine_version=_engine_version(engine_version),
         clock_skew=_duration(clock_skew, "--clock-skew"),
+        jobs=jobs,
     )
     result = diagnose_journal(
         options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn

@@ -218,3 +218,24 @@ def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
     assert [(f.category, f.hosts) for f in report.fleet.findings] == [
         ("gpu_oom", ["gpu-node (machine 7c41e2d5)", "gpu-node-22"])
     ]
+
+
+@needs_journal_remote
+def test_hosts_diagnosed_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
+    fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
+    directory = _remote_directory(
+        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
+    )
+    reports = []
+    for jobs in (1, 2, 3):
+        options = JournalOptions(
+            unit="sglang-qwen", directory=directory, reader="journalctl", gpu=False, jobs=jobs
+        )
+        said: list[str] = []
+        result = diagnose_journal(options, [], None, said.append)
+        reports.append((result.diagnosis.model_dump_json(), said, result.scope.describe()))
+    assert reports[0] == reports[1] == reports[2]
+    assert json.loads(reports[0][0])["fleet"]["findings"][0]["hosts"] == [
+        "gpu-node-21",
+        "gpu-node-22",
+    ]

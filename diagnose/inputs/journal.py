@@ -659,6 +659,12 @@ class JournalQuery:
     """A unit of the user's service manager (``systemctl --user``), not the system's."""
 
 
+def read_nothing(keep: Keep | None = None) -> Iterator[Record]:
+    """A scope's reader once its records are read (a plain function, so a scope can be
+    handed from a worker process back to its parent)."""
+    return iter(())
+
+
 @dataclass
 class Scope:
     """What was chosen, and what is known to be missing from it."""
@@ -681,7 +687,7 @@ class Scope:
     kernel's, journald's), the ones the pre-filter skipped included."""
     first_us: int | None = None
     last_us: int | None = None
-    stream: Callable[..., Iterator[Record]] = field(default=lambda keep=None: iter(()), repr=False)
+    stream: Callable[..., Iterator[Record]] = field(default=read_nothing, repr=False)
     """Reads the records of the chosen attempts; ``keep`` pre-filters raw entries."""
 
     @property
