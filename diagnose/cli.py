@@ -107,6 +107,19 @@ SkewOption = Annotated[
         help="Clock skew between hosts to allow for when ordering their failures (default 30s).",
     ),
 ]
+JobsOption = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        envvar="DIAGNOSE_JOBS",
+        help="Worker processes: for a large file (64 MiB or more), processes reading it at "
+        "once; for a many-host journal (-D of journal-remote), hosts diagnosed at once. 0 (the "
+        "default) one per CPU this process may use, up to 8; 1 one at a time. The report is "
+        "the same.",
+    ),
+]
 NoRedactOption = Annotated[bool, typer.Option("--no-redact", help="Show secrets in the report.")]
 EngineVersionOption = Annotated[
     str | None,
@@ -227,17 +240,7 @@ def file_command(
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            envvar="DIAGNOSE_JOBS",
-            help="Processes that read a large file (64 MiB or more) at once: 0 (the default) "
-            "one per CPU this process may use, up to 8; 1 one core. The report is the same.",
-        ),
-    ] = 0,
+    jobs: JobsOption = 0,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
@@ -312,18 +315,7 @@ def journal_command(
     engine_version: EngineVersionOption = None,
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            envvar="DIAGNOSE_JOBS",
-            help="Hosts of a many-host journal (-D of journal-remote) diagnosed at once: 0 (the "
-            "default) one per CPU this process may use, up to 8; 1 one after another. The "
-            "report is the same.",
-        ),
-    ] = 0,
+    jobs: JobsOption = 0,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
