@@ -53,6 +53,13 @@ class NeedleScanner:
         self._automaton = automaton
         self.backend = "pyahocorasick"
 
+    @staticmethod
+    @functools.lru_cache(maxsize=4)
+    def shared(needles: frozenset[str]) -> NeedleScanner:
+        """One compiled scanner per needle set, for the engines of one run that all need it
+        (a journal of many hosts would otherwise compile a database for each host)."""
+        return NeedleScanner(needles)
+
     def ends(self, chunk: bytes | bytearray) -> list[int]:
         """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""
         if self._hyperscan is not None:

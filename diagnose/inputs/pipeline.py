@@ -143,4 +143,6 @@ JOURNAL_NEEDLES = ("Suppressed ",)
 
 def journal_prefilter(engine: Engine) -> NeedlePrefilter | None:
     needles = engine.needles()
-    return NeedlePrefilter(NeedleScanner({*needles, *JOURNAL_NEEDLES})) if needles else None
+    if not needles:
+        return None
+    return NeedlePrefilter(NeedleScanner.shared(frozenset({*needles, *JOURNAL_NEEDLES})))
