@@ -385,9 +385,12 @@ class Signature(_Schema):
             raise ValueError(str(error)) from None
         return self
 
+    def _said(self) -> list[ConditionalText]:
+        """Every conditional text the signature can say."""
+        return [*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions]
+
     def _conditional_items(self) -> list[list[str]]:
-        said = (*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions)
-        items = [t.when for t in said]
+        items = [t.when for t in self._said()]
         items += [h.when for h in self.hypotheses] + [p.when for p in self.patches]
         items += [p.when for p in self.packages]
         for rule in self.preflight:
@@ -396,8 +399,7 @@ class Signature(_Schema):
         return items
 
     def _templates(self) -> list[str]:
-        said = (*self.explanation, *self.next_checks, *self.alternatives, *self.system_actions)
-        texts = [t.text for t in said]
+        texts = [t.text for t in self._said()]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
         texts += [t for p in self.packages for t in (p.name, p.spec)]
         texts += [self.patch_note] if self.patch_note else []

@@ -394,8 +394,7 @@ class PythonBackend:
         reader = self._open()
         try:
             firsts = []
-            for boot in reader.query_unique("_BOOT_ID"):
-                boot_id = boot.decode() if isinstance(boot, bytes) else str(boot)
+            for boot_id in _unique(reader, "_BOOT_ID"):
                 reader.flush_matches()
                 reader.add_match(f"_BOOT_ID={boot_id}")
                 reader.seek_head()
@@ -409,10 +408,7 @@ class PythonBackend:
         reader = self._open()
         try:
             machines = []
-            ids = [
-                m.decode() if isinstance(m, bytes) else str(m)
-                for m in reader.query_unique("_MACHINE_ID")
-            ]
+            ids = _unique(reader, "_MACHINE_ID")
             for machine in ids if len(ids) > 1 else []:  # one machine: its names are its hosts
                 reader.flush_matches()
                 reader.add_match(f"_MACHINE_ID={machine}")
@@ -424,13 +420,14 @@ class PythonBackend:
                         continue
                     machines.append((name.decode("utf-8", "replace"), machine))
                     break
-            names = [
-                n.decode() if isinstance(n, bytes) else str(n)
-                for n in reader.query_unique("_HOSTNAME")
-            ]
-            return distinct_hosts(machines, names)
+            return distinct_hosts(machines, _unique(reader, "_HOSTNAME"))
         finally:
             reader.close()
+
+
+def _unique(reader: Any, name: str) -> list[str]:
+    """The values field ``name`` takes in the journal (systemd-python's ``query_unique``)."""
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in reader.query_unique(name)]
 
 
 class JournalctlBackend:

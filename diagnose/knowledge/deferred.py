@@ -39,7 +39,9 @@ def builtin_anchors() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class KnownIssueTier:
-    """``tiers.KnownIssueExplainer`` over the shipped base, imported when first asked."""
+    """The known-issue tier over the shipped base, imported when first asked;
+    ``exclude_threads`` leaves records out by the thread they were drawn from (the accuracy
+    benchmark scores each case without its own)."""
 
     exclude_threads: tuple[str, ...] = ()
 
@@ -48,35 +50,36 @@ class KnownIssueTier:
         return builtin_anchors()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
-        from diagnose.knowledge.tiers import KnownIssueExplainer
+        from diagnose.knowledge.tiers import known_issue_findings
 
-        return KnownIssueExplainer(self.exclude_threads)(incident)
+        return known_issue_findings(incident, self.exclude_threads)
 
 
 @dataclass(frozen=True)
 class EngineSourceTier:
-    """``source_tier.EngineSourceExplainer``, imported when first asked; like it, no needles."""
+    """The engine-source tier, imported when first asked. No needles: the messages it reads
+    are the error lines the incident tracker keeps anyway."""
 
     @property
     def needles(self) -> frozenset[str]:
         return frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
-        from diagnose.knowledge.source_tier import EngineSourceExplainer
+        from diagnose.knowledge.source_tier import engine_source_findings
 
-        return EngineSourceExplainer()(incident)
+        return engine_source_findings(incident)
 
 
 @dataclass(frozen=True)
 class ReleaseFactsTier:
-    """``release_facts.ReleaseFactsExplainer``, imported when first asked; like it, no
-    needles."""
+    """The release-tables tier, imported when first asked; no needles, as for the
+    engine-source tier."""
 
     @property
     def needles(self) -> frozenset[str]:
         return frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
-        from diagnose.knowledge.release_facts import ReleaseFactsExplainer
+        from diagnose.knowledge.release_facts import release_fact_findings
 
-        return ReleaseFactsExplainer()(incident)
+        return release_fact_findings(incident)

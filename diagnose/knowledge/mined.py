@@ -104,6 +104,10 @@ class FlagTable(_Data):
         the user to set a flag the release no longer has is stale."""
         return [self.lookup(flag) for flag in dict.fromkeys(_FLAG_IN_TEXT.findall(text))]
 
+    def with_choices(self, dest: str) -> FlagOption | None:
+        """The option that sets ``dest`` from a fixed list of values, if there is one."""
+        return next((o for o in self.options if o.dest == dest and o.choices), None)
+
     def close_flags(self, given: str, limit: int = 3) -> list[str]:
         """This release's flags nearest to an unknown one ("did you mean")."""
         name = given.split("=", 1)[0]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import Confidence, Finding, PackageAction, Patch, Role, Severity
@@ -37,18 +36,6 @@ _SUPPORTED = re.compile(r"Supported architectures: (?P<names>.*)")
 _QUOTED = re.compile(r"'([A-Za-z0-9_]+)'")
 
 
-@dataclass(frozen=True)
-class ReleaseFactsExplainer:
-    """The release-facts tier as an explainer; its messages are error lines kept anyway."""
-
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
-
-    def __call__(self, incident: IncidentView) -> list[Finding]:
-        return release_fact_findings(incident)
-
-
 def release_fact_findings(incident: IncidentView) -> list[Finding]:
     """The earliest candidate a release table settles, as a finding."""
     engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
@@ -65,13 +52,20 @@ def release_fact_findings(incident: IncidentView) -> list[Finding]:
 
 def accepts(engine: str, version: str, flag: str, value: str) -> bool | None:
     """Whether ``version``'s ``flag`` takes ``value`` (None when the release does not say)."""
+    values = _values(engine, version, flag)
+    return None if values is None else value in values
+
+
+def _values(engine: str, version: str, flag: str) -> frozenset[str] | None:
+    """The values ``version``'s ``flag`` takes: its parser choices, else the names the
+    release registers for it (None when neither says)."""
     option = mined.flag_table(engine, version).lookup(flag).option
     if option is not None and option.choices:
-        return value in {str(choice) for choice in option.choices}
+        return frozenset(str(choice) for choice in option.choices)
     kind = _REGISTRY_OF_FLAG.get(flag)
     registry = mined.registries(engine).get(version)
     names: frozenset[str] = getattr(registry, kind) if kind and registry else frozenset()
-    return value in names if names else None
+    return names or None
 
 
 def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
@@ -128,23 +122,9 @@ def _installed(engine: str, shown: str | None, flag: str, printed: Sequence[str]
     """The installed release: the one shown, else the newest whose values are those printed."""
     if shown is not None:
         return mined.nearest_version(engine, shown)
-    wanted = set(printed)
-    matching = [
-        version
-        for version in mined.versions(engine)
-        if all(accepts(engine, version, flag, choice) for choice in wanted)
-        and _value_count(engine, version, flag) == len(wanted)
-    ]
+    wanted = frozenset(printed)
+    matching = [v for v in mined.versions(engine) if _values(engine, v, flag) == wanted]
     return matching[-1] if matching else None
-
-
-def _value_count(engine: str, version: str, flag: str) -> int | None:
-    option = mined.flag_table(engine, version).lookup(flag).option
-    if option is not None and option.choices:
-        return len(option.choices)
-    kind = _REGISTRY_OF_FLAG.get(flag)
-    registry = mined.registries(engine).get(version)
-    return len(getattr(registry, kind)) if kind and registry else None
 
 
 def _near_choice(value: str, printed: Sequence[str]) -> str | None:

@@ -191,20 +191,6 @@ def builtin_knowledge() -> Knowledge:
 
 
 @dataclass(frozen=True)
-class EngineSourceExplainer:
-    """The engine-source tier as an explainer. It adds no needles: the messages it reads are
-    the error lines the incident tracker keeps anyway, so a run a signature decides never
-    loads anything of it."""
-
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
-
-    def __call__(self, incident: IncidentView) -> list[Finding]:
-        return engine_source_findings(incident)
-
-
-@dataclass(frozen=True)
 class ReleaseContext:
     """The engine and the mined release its tables are read from."""
 
@@ -512,7 +498,7 @@ def _bound_choice(
     """A hole named after an option with choices, in a template that names the option too,
     holding a value it does not accept but is close to one it does: the valid values and the
     nearest (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing)."""
-    option = next((o for o in table.options if o.dest == name and o.choices), None)
+    option = table.with_choices(name)
     if option is None or not value:
         return
     mentioned = name in fixed_text(template) or any(f in template for f in option.flags)
@@ -533,9 +519,7 @@ def _allowed_value(
     allowed here (``Only {allowed} backends ...``): the option set to the first allowed one,
     when every allowed value is one the option accepts."""
     for shown in _SHOWN_OPTION.finditer(template):
-        option = next(
-            (o for o in table.options if o.dest == shown.group("dest") and o.choices), None
-        )
+        option = table.with_choices(shown.group("dest"))
         got = values.get(shown.group("hole"))
         if option is None or got is None:
             continue

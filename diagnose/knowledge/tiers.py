@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import (
@@ -21,31 +20,12 @@ from diagnose.core.models import (
 from diagnose.knowledge.issue_base import (
     IssueBase,
     KnownIssueMatch,
-    builtin_anchors,
     builtin_base,
 )
 from diagnose.knowledge.known_issues import KnownIssue
 
 _HOLE_REF = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
-_UNFILLED = re.compile(r"\{[a-z_][a-z0-9_]*\}")
-"""A hole of the record's message the log did not fill."""
 MAX_ALTERNATIVES = 2
-
-
-@dataclass(frozen=True)
-class KnownIssueExplainer:
-    """The known-issue tier as an explainer; ``exclude_threads`` leaves records out by the
-    thread they were drawn from (an accuracy benchmark scores each case without its own)."""
-
-    exclude_threads: tuple[str, ...] = ()
-    base: IssueBase | None = None
-
-    @property
-    def needles(self) -> frozenset[str]:
-        return builtin_anchors() if self.base is None else self.base.anchors
-
-    def __call__(self, incident: IncidentView) -> list[Finding]:
-        return known_issue_findings(incident, self.exclude_threads, self.base)
 
 
 def known_issue_findings(
@@ -152,7 +132,7 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
     unresolved: list[str] = []
 
     def usable(text: str) -> bool:
-        if _UNFILLED.search(text):
+        if _HOLE_REF.search(text):  # a hole of the message the log did not fill
             unresolved.append(f"Set by hand: `{text}`.")
             return False
         return True
