@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.core.models import Confidence
+from diagnose.core.models import Confidence, Diagnosis
+from diagnose.inputs.files import LogInput
+from diagnose.inputs.pipeline import run_logs
 from diagnose.knowledge.issue_base import (
     ANCHORS_NAME,
     INDEX_NAME,
@@ -21,9 +23,9 @@ from diagnose.knowledge.issue_base import (
 )
 from diagnose.knowledge.issue_lint import coverage, lint
 from diagnose.knowledge.release_facts import RELEASE_TABLES
-from diagnose.library import load_library
+from diagnose.library import engine_for, load_library
 from diagnose.render import render
-from tests.conftest import REPO, primary, run_cli, run_text
+from tests.conftest import REPO, builtin_library, primary, run_cli, run_text
 
 RECORDS = load_records(records_dir())
 BY_ID = {record.id: record for record in RECORDS}
@@ -206,3 +208,73 @@ def test_reports_name_the_source_and_the_package_change() -> None:
         assert "known issue from resolved public threads" in shown, fmt
         assert f"{cause.package.action} {cause.package.name}" in shown, fmt
     assert json.loads(render(diagnosis, "json"))["findings"][0]["tier"] == "known_issue"
+
+
+def _diagnosed(log: str, engine_version: tuple[str, str] | None = None) -> Diagnosis:
+    engine = engine_for(builtin_library(), engine_version=engine_version)
+    logs = [LogInput.from_text(log, "x.log")]
+    run_logs(engine, logs)
+    return engine.finish(inputs=[i.summary() for i in logs])
+
+
+def test_a_record_of_other_releases_does_not_replace_the_broad_signature() -> None:
+    log = "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n"
+    # the CUDA 13 mismatch of SGLang 0.5 and later cannot be the cause in SGLang 0.4.4
+    old = primary(_diagnosed(log, ("sglang", "0.4.4")))
+    assert old is not None and old.signature == "cuda-runtime-library-not-found"
+    assert old.package is not None and old.package.name == "torch"
+    assert old.patch is not None and "LD_LIBRARY_PATH" in old.patch.env_set
+    recent = primary(_diagnosed(log, ("sglang", "0.5.6")))
+    assert recent is not None and recent.signature == "sgl-kernel-cuda12-wheel-with-cuda13-torch"
+
+
+def test_the_engine_is_read_from_traceback_paths_and_imports_or_the_given_version() -> None:
+    frame = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.10/site-packages/vllm/entrypoints/openai/api_server.py", '
+        "line 12, in <module>\n"
+        "    from vllm import cuda_utils\n"
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+    )
+    assert _diagnosed(frame).engine == "vllm"
+    bare = (
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+    )
+    assert _diagnosed(bare).engine is None
+    assert _diagnosed(bare, ("sglang", "0.4.4")).engine == "sglang"
+
+
+def test_a_version_hole_fills_the_package_change() -> None:
+    log = (
+        "Exception: flashinfer with minimum required version 0.1.6 is not installed. Please "
+        "uninstall the old version and reinstall the latest version by following the "
+        "instructions at https://docs.flashinfer.ai/installation.html.\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.package is not None
+    assert "{" not in cause.package.spec
+    assert cause.package.spec == ">=0.1.6"
+
+
+def test_a_placeholder_with_spaces_stays_one_command_line_word() -> None:
+    log = (
+        "ValueError: The number of required GPUs exceeds the total number of available GPUs "
+        "in the placement group.\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.patch is not None
+    assert cause.patch.args_add == ["--tensor-parallel-size", "<GPUs available>"]
+
+
+def test_the_detail_lines_of_an_nccl_error_name_its_cause() -> None:
+    log = (
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "Last error:\n"
+        "Cuda failure 'peer access is not supported between these two devices'\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.signature == "nccl-p2p-peer-access-unsupported"
+    assert cause.patch is not None and cause.patch.env_set == {"NCCL_P2P_DISABLE": "1"}
+    assert cause.evidence[0].line == 1  # the broad finding's place: the NCCL error itself

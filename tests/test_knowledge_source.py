@@ -321,3 +321,50 @@ def test_a_message_listing_the_values_allowed_here_sets_the_option_to_the_first(
     assert cause.patch is not None
     assert cause.patch.args_remove == ["--attention-backend"]
     assert cause.patch.args_add == ["--attention-backend", "trtllm_mha"]  # printed order
+
+
+def test_a_message_asking_to_raise_or_lower_a_flag_gives_a_placeholder_on_that_side() -> None:
+    context = ReleaseContext("sglang", "0.5.23", None)
+    raised = derive_fix(
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.",
+        {"mem_fraction_static": "0.88"},
+        context,
+        # the log cut the message short: the rest of the engine's template names the fix
+        "Loaded weights leave no GPU memory for the KV cache under "
+        "--mem-fraction-static={mem_fraction_static}. Raise --mem-fraction-static above "
+        "{suggested_mem_fraction_static:float} (minimum viable",
+        cut_short=True,
+    )
+    assert raised.patch is not None
+    assert raised.patch.args_add == ["--mem-fraction-static", "<higher than 0.88>"]
+    assert raised.patch.placeholders() == ["<higher than 0.88>"]
+    bounded = derive_fix("Try to raise --mem-fraction-static above 0.9.", {}, context)
+    assert bounded.patch is not None
+    assert bounded.patch.args_add == ["--mem-fraction-static", "<above 0.9>"]
+    whole = derive_fix(
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.",
+        {"mem_fraction_static": "0.88"},
+        context,
+        "... Raise --mem-fraction-static above {suggested_mem_fraction_static:float}",
+    )
+    assert whole.patch is None  # the template's rest counts only for a message cut short
+
+
+def test_a_message_refusing_an_option_value_asks_for_another_value_of_that_option() -> None:
+    context = ReleaseContext("sglang", "0.5.9", "0.5.9")
+    fix = derive_fix(
+        "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). "
+        "Please use a different backend.",
+        {},
+        context,
+    )
+    assert fix.patch is not None
+    assert fix.patch.args_add == ["--attention-backend", "<a value other than trtllm_mha>"]
+    assert fix.patch.args_remove == ["--attention-backend"]
+    # a value inside a longer name (the sgl-deep-gemm wheel) is no refused value
+    wheel = derive_fix(
+        "Single batch overlap is not supported on SM90 GPUs with the latest sgl-deep-gemm wheel.",
+        {},
+        ReleaseContext("sglang", "0.5.23", None),
+    )
+    assert wheel.patch is None

@@ -131,3 +131,18 @@ def test_a_short_excerpt_with_no_error_word_is_still_read_by_the_tiers() -> None
     assert (cause.tier, cause.category) == ("engine_source", "spec_decode_config")
     padded = "".join(f"INFO 03-25 05:44:{n:02d} [api_server.py:1] step {n}\n" for n in range(45))
     assert primary(_diagnose(padded + excerpt)) is None  # in a whole log it is no error line
+
+
+def test_an_unknown_quantization_method_a_newer_release_lists_asks_for_that_release() -> None:
+    listed = (
+        "'aqlm', 'awq', 'deepspeedfp', 'tpu_int8', 'fp8', 'fbgemm_fp8', 'marlin', 'gguf', "
+        "'gptq_marlin_24', 'gptq_marlin', 'awq_marlin', 'gptq', 'squeezellm', "
+        "'compressed-tensors', 'bitsandbytes', 'qqq', 'experts_int8'"
+    )
+    # vLLM 0.5.5's methods; modelopt came in a later release (newer ones mine no choices)
+    cause = _cause(f"ValueError: Unknown quantization method: modelopt. Must be one of [{listed}].")
+    assert _upgrade(cause, "vllm") == ">=0.6.3.post1"
+    # a method no mined release lists is left to the other tiers, with no made-up release
+    other = _cause(f"ValueError: Unknown quantization method: mxfp4. Must be one of [{listed}].")
+    assert other.tier == "known_issue"
+    assert _upgrade(other, "vllm") == ""

@@ -42,6 +42,7 @@ from diagnose.core.models import (
 from diagnose.core.ranking import (
     Draft,
     catch_all_failures,
+    choose_patch,
     derive,
     fill_texts,
     is_catch_all,
@@ -76,6 +77,14 @@ EXCERPT_LINES = 40
 """An input this short may be a pasted excerpt: its lines are read even with no error word."""
 MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
+
+MESSAGE_CONTINUATION_LINES = 4
+"""How far below an error its own detail lines reach (NCCL's ``Last error:`` and the next)."""
+
+_ENGINE_IN_CODE = re.compile(
+    r"(?:/|\bfrom |\bimport )(" + "|".join(p.name for p in profiles()) + r")(?=[./\s]|$)"
+)
+"""An engine's package in a traceback frame's path or an import statement."""
 
 ALWAYS_INTERESTING = (
     "Started ",
@@ -194,6 +203,9 @@ class Engine:
         """Per rank (None: any rank), the seq at which each startup phase began."""
         self.unit_counts: dict[str, int] = {}
         self.engines: dict[str, int] = {}
+        self._engine_code_hints: dict[str, int] = {}
+        """Engines named by lines of no engine's format: a traceback frame in the engine's
+        package, an import of it. Asked only when no line carries an engine's prefix."""
         self.values: dict[str, dict[str, Any]] = {}
         """After ``finish``: what each firing signature captured and derived."""
         self.incident = IncidentTracker()
@@ -283,6 +295,9 @@ class Engine:
             self._last_ts = record.ts
         if record.engine:
             self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
+        elif not self.engines:
+            for named in _ENGINE_IN_CODE.findall(record.text):
+                self._engine_code_hints[named] = self._engine_code_hints.get(named, 0) + 1
         phase = phase_of(record.text, record.engine) if record.origin == "app" else None
         banner = launch_marker(record.text) if phase == "launch" else None
         if self._attempts.begins_attempt(record, banner):
@@ -487,7 +502,7 @@ class Engine:
             if state.window is not None:
                 self._close_window(state, end)
         unit = max(self.unit_counts, key=self.unit_counts.__getitem__) if self.unit_counts else None
-        engine = max(self.engines, key=self.engines.__getitem__) if self.engines else None
+        engine = self._engine()
         drafts = []
         for state in self._states:
             if state.signature is None:
@@ -675,8 +690,8 @@ class Engine:
                 return found[0]
         return None
 
-    def _broad(self, finding: Finding) -> bool:
-        signature = next(
+    def _signature_of(self, finding: Finding) -> Signature | None:
+        return next(
             (
                 s.signature
                 for s in self._states
@@ -684,7 +699,16 @@ class Engine:
             ),
             None,
         )
+
+    def _broad(self, finding: Finding) -> bool:
+        signature = self._signature_of(finding)
         return bool(signature and signature.broad and finding.role is Role.ROOT_CAUSE)
+
+    def _says_no_setting_helps(self, finding: Finding) -> bool:
+        """The signature chose its empty patch: no configuration change helps here."""
+        signature = self._signature_of(finding)
+        values = self.values.get(finding.signature or "", {})
+        return signature is not None and choose_patch(signature, values) is not None
 
     def _refined(self, broad: Finding, unit: str | None, engine: str | None) -> Finding:
         """A broad signature's finding, or the tier finding that names the specific cause on
@@ -696,12 +720,13 @@ class Engine:
         if explained is None:
             return broad
         same_line = bool({e.text for e in explained.evidence} & lines)
-        earlier_same_class = (  # an NCCL WARN naming the cause before the bare NCCL error
+        same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,
+            # or the error's own "Last error:" lines after it
             explained.tier == "known_issue"
             and explained.category == broad.category
-            and _earlier(explained, broad)
+            and (_earlier(explained, broad) or _continues(explained, broad))
         )
-        if not same_line and not earlier_same_class:
+        if not same_line and not same_class_around:
             return broad
         if (
             explained.tier == "engine_source"
@@ -710,6 +735,11 @@ class Engine:
             and explained.confidence is Confidence.LOW
         ):  # a message matched in the engine's source, with no checked fix, adds nothing to it
             return broad
+        if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
+            return broad  # a known issue of releases other than the one the log shows
+        if explained.tier == "engine_source" and _only_placeholders(explained):
+            # the engine's message says which setting, not its value: the signature says more
+            return self._with_derived_fix(broad, unit, engine)
         return explained.model_copy(
             update={
                 "id": broad.id,
@@ -730,6 +760,8 @@ class Engine:
         )
         if finding.role is not Role.ROOT_CAUSE or finding.tier != "signature" or has_fix:
             return finding
+        if self._says_no_setting_helps(finding):
+            return finding
         candidates = tuple(
             Candidate(text=e.message or e.text, evidence=e, phase=finding.phase)
             for e in finding.evidence[:MAX_EVIDENCE]
@@ -749,6 +781,14 @@ class Engine:
                     }
                 )
         return finding
+
+    def _engine(self) -> str | None:
+        """The engine whose lines the log holds most; failing that, the one its code lines
+        name, or the one the user gave a version of."""
+        for counts in (self.engines, self._engine_code_hints):
+            if counts:
+                return max(counts, key=counts.__getitem__)
+        return self._given_version[0] if self._given_version is not None else None
 
     def _engine_version(self, engine: str | None) -> str | None:
         """The engine's version: given by the user, else shown by the log."""
@@ -971,6 +1011,15 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
     )
 
 
+def _only_placeholders(finding: Finding) -> bool:
+    """A fix whose every value is for the user to fill in (``<a value other than X>``)."""
+    patch = finding.patch
+    if patch is None or finding.package is not None or not patch.placeholders():
+        return False
+    values = [*(a for a in patch.args_add if not a.startswith("-")), *patch.env_set.values()]
+    return all(value.startswith("<") for value in values)
+
+
 def _earlier(first: Finding, second: Finding) -> bool:
     """Whether ``first``'s evidence comes before ``second``'s: by line in a file, by time in a
     journal (False when the two cannot be compared)."""
@@ -984,6 +1033,16 @@ def _earlier(first: Finding, second: Finding) -> bool:
         min((e.timestamp for e in f.evidence if e.timestamp), default=None) for f in (first, second)
     ]
     return times[0] is not None and times[1] is not None and times[0] < times[1]
+
+
+def _continues(later: Finding, first: Finding) -> bool:
+    """Whether ``later``'s evidence is among the few lines right after ``first``'s, in the same
+    input: the rest of one multi-line error message."""
+    starts = [min(((e.source, e.line) for e in f.evidence if e.line is not None), default=None)
+              for f in (later, first)]  # fmt: skip
+    if starts[0] is None or starts[1] is None or starts[0][0] != starts[1][0]:
+        return False
+    return 0 < starts[0][1] - starts[1][1] <= MESSAGE_CONTINUATION_LINES
 
 
 def _specific(signature: Signature | None) -> bool:

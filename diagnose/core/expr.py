@@ -88,8 +88,8 @@ def _names(*tokens: str) -> set[str]:
 def _members(value: Any) -> list[str] | None:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [format_number(v) for v in value]
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, str):  # a printed list: `'a', 'b'` reads as a and b
+        return [part.strip(" '\"") for part in value.split(",") if part.strip(" '\"")]
     return None
 
 

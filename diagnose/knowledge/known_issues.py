@@ -64,6 +64,9 @@ class Message(_Schema):
     also: tuple[str, ...] = ()
     exception: str | None = None
     engine_template: str | None = None  # "module:function" of the mined engine template
+    generic: bool = False
+    """The message is printed for many causes (a CUDA fault such as an illegal memory
+    access): the record counts only where the log shows a release it affects."""
 
     @field_validator("template", "also")
     @classmethod

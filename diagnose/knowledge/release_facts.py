@@ -24,7 +24,15 @@ _INVALID_PARSER = re.compile(
     r"invalid (?P<kind>tool call|reasoning) parser: (?P<value>\S+) "
     r"\(chose from \{ ?(?P<choices>[^}]*?) ?\}\)"
 )
-_PARSER_FLAGS = {"tool call": "--tool-call-parser", "reasoning": "--reasoning-parser"}
+_UNKNOWN_QUANTIZATION = re.compile(
+    r"Unknown quantization method: (?P<value>[\w.-]+)\. Must be one of \[(?P<choices>[^\]]*)\]"
+)
+"""The engine's own check of a checkpoint's (or --quantization's) method, with its values."""
+_PARSER_FLAGS = {
+    "tool call": "--tool-call-parser",
+    "reasoning": "--reasoning-parser",
+    "quantization": "--quantization",
+}
 _REGISTRY_OF_FLAG = {
     "--tool-call-parser": "tool_parsers",
     "--reasoning-parser": "reasoning_parsers",
@@ -70,17 +78,22 @@ def _values(engine: str, version: str, flag: str) -> frozenset[str] | None:
 
 def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
     text = candidate.text
-    parsed = _INVALID_CHOICE.search(text) or _INVALID_PARSER.search(text)
+    parsed = (
+        _INVALID_CHOICE.search(text)
+        or _INVALID_PARSER.search(text)
+        or _UNKNOWN_QUANTIZATION.search(text)
+    )
     if parsed is None or not mined.versions(engine):
         return None
-    flag = parsed.groupdict().get("flag") or _PARSER_FLAGS[parsed.group("kind")]
+    fields = parsed.groupdict()
+    flag = fields.get("flag") or _PARSER_FLAGS[fields.get("kind") or "quantization"]
     value = parsed.group("value")
     printed = [c.strip().strip("'\"") for c in parsed.group("choices").split(",") if c.strip()]
     if not _printed_by(engine, flag, printed):
         return None  # another engine's flag or values
     name = mined.ENGINE_NAMES[engine]
     installed = _installed(engine, shown, flag, printed)
-    newer = mined.first_release_with(engine, lambda v: accepts(engine, v, flag, value) is True)
+    newer = _first_accepting(engine, flag, value)
     if newer is not None and (installed is None or not at_least(installed, newer)):
         since = f"{name} {newer}" + (
             "" if newer == mined.versions(engine)[0] else ", the first mined release with it"
@@ -106,6 +119,18 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
     ]
     patch = Patch(args_remove=[flag], args_add=[flag, near])
     return _finding(candidate, engine, title, sentences, patch, None)
+
+
+def _first_accepting(engine: str, flag: str, value: str) -> str | None:
+    """The oldest mined release from which ``flag`` takes ``value`` through the newest, a
+    release whose tables do not say (no choices mined) not counting against it."""
+    first = None
+    for version in reversed(mined.versions(engine)):
+        said = accepts(engine, version, flag, value)
+        if said is False:
+            break
+        first = version if said else first
+    return first
 
 
 def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:

@@ -42,13 +42,30 @@ _PROGS = {"sglang": "launch_server", "vllm": "api_server"}
 """The program name argparse prints for an engine's server, besides the engine's own name."""
 _FLAG = r"--[a-z0-9][a-z0-9_.-]*[a-z0-9]"
 _VALUE = r"[A-Za-z0-9_][^\s`'\",;)\]]*"
-_NOT_A_VALUE = r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead)\b)"
+_NOT_A_VALUE = (
+    r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead|than|above|below|over|under)\b)"
+)
 _SET_FLAG = re.compile(
     r"\b(?P<verb>set|use|add|pass|specify|enable|try|lower|reduce|decrease|increase|raise)\s+"
-    rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?)[`'\"]?"
-    rf"{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
+    rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?"
+    rf"(?:(?P<bound>above|below|over|under)\s+)?)[`'\"]?{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
     re.IGNORECASE,
 )
+_DIRECTION = {
+    "raise": "higher",
+    "increase": "higher",
+    "lower": "lower",
+    "reduce": "lower",
+    "decrease": "lower",
+}
+"""Verbs that ask for a value on one side of the current one, and that side."""
+_REFUSAL = re.compile(
+    r"\b(?:not supported|only supported|unsupported|does not support|doesn't support|"
+    r"not compatible|incompatible|use a different|use another)\b",
+    re.IGNORECASE,
+)
+_VAGUE_CHOICES = frozenset({"auto", "none", "default", "true", "false", "disable", "enable"})
+"""Option values too common as words to say which option a message means."""
 _REMOVE_FLAG = re.compile(
     r"\b(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
     rf"(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})",
@@ -308,7 +325,7 @@ def _finding(
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
-    fix = derive_fix(hit.message, hit.values, context, template.text)
+    fix = derive_fix(hit.message, hit.values, context, template.text, hit.cut_short)
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
         f"Derived from the engine's source, {where}: the decisive message matches a message "
@@ -390,19 +407,26 @@ class DerivedFix:
 
 
 def derive_fix(
-    message: str, values: dict[str, str], context: ReleaseContext, template: str = ""
+    message: str,
+    values: dict[str, str],
+    context: ReleaseContext,
+    template: str = "",
+    cut_short: bool = False,
 ) -> DerivedFix:
-    """The settings ``message`` names, each checked against ``context``'s release: a flag the
-    release no longer has is replaced by its successor (or left out), a value must be one the
-    option accepts, a variable must be one the engine reads."""
+    """The settings ``message`` names (and, when the log cut it short, the rest of its
+    ``template``), each checked against ``context``'s release: a flag the release no longer
+    has is replaced by its successor (or left out), a value must be one the option accepts, a
+    variable must be one the engine reads."""
     fix = DerivedFix()
     args_add: list[str] = []
     args_remove: list[str] = []
     env_set: dict[str, str] = {}
     table = context.table()
     if table is not None:
-        for setting in _SET_FLAG.finditer(message):
-            args_add += _flag_setting(setting, table, context, fix)
+        said = [message, template] if cut_short else [message]
+        for setting in (found for text in said for found in _SET_FLAG.finditer(text)):
+            if setting.group("flag") not in args_add:
+                args_add += _flag_setting(setting, values, table, context, fix)
         for removal in _REMOVE_FLAG.finditer(message):
             flag = removal.group("flag")
             if table.lookup(flag).outcome == "exact" and flag not in args_remove:
@@ -412,6 +436,7 @@ def derive_fix(
             _bound_choice(hole, bound, template, table, fix)
         if not args_add:
             allowed = _allowed_value(template, values, table, fix)
+            allowed = allowed or ([] if args_remove else _refused_choice(message, table, fix))
             if allowed:
                 args_add += allowed
                 args_remove.append(allowed[0])
@@ -430,7 +455,11 @@ def derive_fix(
 
 
 def _flag_setting(
-    setting: re.Match[str], table: mined.FlagTable, context: ReleaseContext, fix: DerivedFix
+    setting: re.Match[str],
+    values: dict[str, str],
+    table: mined.FlagTable,
+    context: ReleaseContext,
+    fix: DerivedFix,
 ) -> list[str]:
     flag, value, verb = setting.group("flag"), setting.group("value"), setting.group("verb")
     lookup = table.lookup(flag)
@@ -465,10 +494,11 @@ def _flag_setting(
         if option.nargs == 0 or option.action in _NO_VALUE_ACTIONS:
             fix.sentences.append(f"The fix it names: add `{flag}`.")
             return [flag]
-        default = f" (default {option.default})" if option.default is not None else ""
-        fix.notes.append(f"Set by hand: {verb.lower()} `{flag}`{default}.")
-        return []
+        return _directed_setting(flag, verb, values.get(option.dest), option, fix)
     value = value.rstrip(".")
+    if setting.group("bound"):
+        fix.sentences.append(f"The fix it names: `{flag}` {setting.group('bound')} {value}.")
+        return [flag, f"<{setting.group('bound').lower()} {value}>"]
     if option.choices and value not in {str(c) for c in option.choices}:
         fix.notes.append(
             f"The message suggests `{flag} {value}`, which is not one of its values in "
@@ -479,6 +509,53 @@ def _flag_setting(
         return []
     fix.sentences.append(f"The fix it names, checked against {release}'s flags: `{flag} {value}`.")
     return [flag, value]
+
+
+def _directed_setting(
+    flag: str, verb: str, current: str | None, option: mined.FlagOption, fix: DerivedFix
+) -> list[str]:
+    """``raise --flag`` with no value: the flag with a placeholder on the side the message
+    asks for (the patch is shown, and applied only once the user fills it in)."""
+    direction = _DIRECTION.get(verb.lower())
+    than = current if current is not None else option.default
+    if direction is None:
+        default = f" (default {option.default})" if option.default is not None else ""
+        fix.notes.append(f"Set by hand: {verb.lower()} `{flag}`{default}.")
+        return []
+    fix.sentences.append(
+        f"The fix it names: {verb.lower()} `{flag}`"
+        + (f" (now {than})." if than is not None else ".")
+    )
+    return [flag, f"<{direction} than {than}>" if than is not None else f"<a {direction} value>"]
+
+
+def _refused_choice(message: str, table: mined.FlagTable, fix: DerivedFix) -> list[str]:
+    """A message that refuses a value an option accepts (``TRTLLM MHA backend is only
+    supported on ...``, ``... use a different backend``): that option, with a placeholder
+    for another of its values. The option must be named in the message by a word of its
+    own (``backend``); of several, the one with the shortest flag, the general one."""
+    if not _REFUSAL.search(message):
+        return []
+    tokens = [t.replace("-", "_") for t in re.findall(r"[a-z0-9][a-z0-9_-]*", message.lower())]
+    spoken, words = f" {' '.join(tokens)} ", {w for t in tokens for w in t.split("_")}
+    refused = []
+    for option in table.options:
+        if not option.choices or option.deprecated or not set(option.dest.split("_")) & words:
+            continue
+        for choice in map(str, option.choices):
+            key = choice.lower().replace("-", "_")
+            said = f" {key} " in spoken or f" {key.replace('_', ' ')} " in spoken
+            if len(key) >= 4 and key not in _VAGUE_CHOICES and said:
+                refused.append((len(option.flags[0]), option.flags[0], choice, option))
+    if not refused:
+        return []
+    _, flag, choice, option = min(refused)
+    others = [str(c) for c in option.choices or () if str(c) != choice]
+    fix.sentences.append(
+        f"The message refuses `{choice}`, a value of `{flag}`: choose another one that this GPU "
+        f"and model support ({', '.join(f'`{c}`' for c in others[:12])})."
+    )
+    return [flag, f"<a value other than {choice}>"]
 
 
 def _fits_type(value: str, kind: str | None) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import (
+    PLACEHOLDER,
     Confidence,
     Finding,
     PackageAction,
@@ -42,6 +43,7 @@ def known_issue_findings(
         m
         for m in base.match([c.text for c in candidates], engine, engine_version)
         if m.version_fit != "other-engine"
+        and (m.version_fit == "affected" or not m.record.message.generic)
     ]
     if not matches:
         return []
@@ -58,7 +60,7 @@ def _finding(
 ) -> Finding:
     record = match.record
     patch, unresolved = _patch(record, match.values)
-    package = _package(record)
+    package = _package(record, match.values)
     explanation = [
         f"A known issue, distilled from resolved public threads: {record.cause.strip()}",
         f"The decisive message: `{candidate.text.strip()[:300]}`.",
@@ -154,16 +156,24 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
 
 
 def _words(setting: str) -> list[str]:
-    """``--flag value`` as command-line words (a value that does not parse as shell words,
-    such as a quoted text with an apostrophe, stays one word)."""
+    """``--flag value`` as command-line words (a ``<placeholder>`` or a value that does not
+    parse as shell words, such as a quoted text with an apostrophe, stays one word)."""
+    holes = PLACEHOLDER.findall(setting)
+    masked = PLACEHOLDER.sub("\0", setting)  # a placeholder's spaces are not word breaks
     try:
-        return shlex.split(setting)
+        words = shlex.split(masked)
     except ValueError:
-        return setting.split(maxsplit=1)
+        words = masked.split(maxsplit=1)
+    filled = iter(holes)
+    return [re.sub("\0", lambda _: next(filled), word) for word in words]
 
 
-def _package(record: KnownIssue) -> PackageAction | None:
+def _package(record: KnownIssue, values: Mapping[str, str]) -> PackageAction | None:
+    """The record's package change, its version filled in from the log (a version the log
+    did not show is left out: the newest release is then the one to take)."""
     change = record.fix.package
     if change is None:
         return None
-    return PackageAction(name=change.name, spec=change.spec, action=change.action)
+    spec = _fill(change.spec, values)
+    spec = "" if _HOLE_REF.search(spec) else spec
+    return PackageAction(name=change.name, spec=spec, action=change.action)
