@@ -246,14 +246,15 @@ def test_the_engine_is_read_from_traceback_paths_and_imports_or_the_given_versio
 
 def test_a_version_hole_fills_the_package_change() -> None:
     log = (
-        "Exception: flashinfer with minimum required version 0.1.6 is not installed. Please "
+        "Exception: flashinfer_python with minimum required version 0.2.5 is not installed. "
+        "Please "
         "uninstall the old version and reinstall the latest version by following the "
         "instructions at https://docs.flashinfer.ai/installation.html.\n"
     )
     cause = primary(_diagnosed(log))
     assert cause is not None and cause.package is not None
     assert "{" not in cause.package.spec
-    assert cause.package.spec == ">=0.1.6"
+    assert cause.package.spec == ">=0.2.5"
 
 
 def test_a_placeholder_with_spaces_stays_one_command_line_word() -> None:

@@ -368,3 +368,27 @@ def test_a_message_refusing_an_option_value_asks_for_another_value_of_that_optio
         ReleaseContext("sglang", "0.5.23", None),
     )
     assert wheel.patch is None
+
+
+def test_a_message_another_release_words_with_a_clause_less_matches_its_template() -> None:
+    index = builtin_index("vllm")
+    assert index is not None
+    message = "max_num_scheduled_tokens is set to -1792, which does not allow any tokens to be scheduled"  # the mined releases add "based on the speculative decoding settings" after the value
+    hits = match_message(index, message)
+    assert hits and all(hit.reworded for hit in hits)
+    assert hits[0].template.function == "VllmConfig._set_max_num_scheduled_tokens"
+    assert list(hits[0].values.values()) == ["-1792"]
+    unrelated = "max_num_scheduled_tokens is set to 8192 and the scheduler keeps that budget now"
+    assert not any(hit.reworded for hit in match_message(index, unrelated))
+
+
+def test_an_option_named_by_its_python_name_is_raised_with_a_placeholder() -> None:
+    fix = derive_fix(
+        "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+        {},
+        ReleaseContext("vllm", "0.34.0", None),
+    )
+    assert fix.patch is not None
+    flag, value = fix.patch.args_add  # one of the alternatives the message offers: the first
+    assert flag == "--gpu-memory-utilization" and "higher" in value and value.startswith("<")

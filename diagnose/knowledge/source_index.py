@@ -19,6 +19,7 @@ with the mined templates. Nothing is read until the engine-source tier is asked.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import zlib
@@ -44,6 +45,11 @@ HEAD_FIXED_CHARS = 24
 start of a template whose fixed text before the first hole is at least this long."""
 CUT_VALUE_CHARS = 40
 """In a message cut short, the longest value a hole may take."""
+REWORDED_MIN_WORDS = 8
+"""A message reworded by another release must have at least this many words to be read as
+a template's (with fewer, a shared start says little)."""
+REWORDED_MAX_MISSING = 2
+"""Words of a reworded message that the template may lack (a value, a word changed)."""
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _ERROR_LEVELS = frozenset({"error", "critical"})
 _HOLE_PATTERNS = {"int": r"-?\d+", "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"}
@@ -289,6 +295,9 @@ class TemplateHit:
     cut_short: bool = False
     """The message matches only the template's start: the log shows its first line, or a
     truncated copy."""
+    reworded: bool = False
+    """The message is the template as another release words it: it begins alike and has the
+    template's words in order, a clause more or less."""
 
 
 def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
@@ -317,6 +326,8 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
             hits.append(TemplateHit(template, values, message))
     if not hits:
         hits = _cut_short(index, words, whole, message)
+    if not hits:
+        hits = _reworded(index, words, whole, message)
     return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
 
 
@@ -341,6 +352,33 @@ def _cut_short(index: SourceIndex, words: set[str], whole: str, message: str) ->
         if values is None or any(len(v) > CUT_VALUE_CHARS for v in values.values()):
             continue  # a hole that swallowed the rest of an unrelated line
         hits.append(TemplateHit(template, values, message, cut_short=True))
+    return hits
+
+
+def _reworded(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:
+    """Templates the message begins like and follows word for word, but for a clause the
+    template has and the message lacks (or up to ``REWORDED_MAX_MISSING`` words the other way):
+    the same check as a release that was not mined words it. Only the first hole is bound."""
+    said = _WORD.findall(whole.lower())
+    if len(said) < REWORDED_MIN_WORDS:
+        return []
+    hits = []
+    for number in index.candidates(words, heads=True):
+        template = index.row(number)
+        head = _head(template.text)
+        if head is None or not whole.startswith(head):
+            continue
+        fixed = _WORD.findall(" ".join(fixed_runs(template.text)).lower())
+        blocks = difflib.SequenceMatcher(None, said, fixed, autojunk=False).get_matching_blocks()
+        missing = len(said) - sum(block.size for block in blocks)
+        if missing > REWORDED_MAX_MISSING or len(fixed) < len(said) - missing:
+            continue
+        value = re.match(r"[^\s,;]+", whole[len(head) :].lstrip())
+        first = next(
+            (h.group("name") for h in _HOLE.finditer(template.text) if h.group("name")), None
+        )
+        values = {first: value.group(0)} if first and value else {}
+        hits.append(TemplateHit(template, values, message, reworded=True))
     return hits
 
 

@@ -52,13 +52,19 @@ _SET_FLAG = re.compile(
     re.IGNORECASE,
 )
 _DIRECTION = {
-    "raise": "higher",
-    "increase": "higher",
+    "rais": "higher",
+    "increas": "higher",
     "lower": "lower",
-    "reduce": "lower",
-    "decrease": "lower",
+    "reduc": "lower",
+    "decreas": "lower",
 }
-"""Verbs that ask for a value on one side of the current one, and that side."""
+"""Stems of the verbs that ask for a value on one side of the current one, and that side."""
+_ADJUST_DEST = re.compile(
+    r"\b(?P<verb>(?:increas|decreas|rais|reduc)\w*|lower(?:ing)?)\s+(?:the\s+)?[`'\"]?"
+    r"(?P<dest>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b",
+    re.IGNORECASE,
+)
+"""An option named by its Python name (``Try increasing `gpu_memory_utilization```)."""
 _REFUSAL = re.compile(
     r"\b(?:not supported|only supported|unsupported|does not support|doesn't support|"
     r"not compatible|incompatible|use a different|use another)\b",
@@ -289,7 +295,13 @@ def _best_hit(
             if judgement.role != "cause" or judgement.category is None:
                 continue
             in_release = source == "libraries" or context.in_release(hit.template.versions)
-            key = (hit.cut_short, -hit.template.fixed_chars, not in_release, order, hit.template.id)
+            key = (
+                hit.cut_short or hit.reworded,
+                -hit.template.fixed_chars,
+                not in_release,
+                order,
+                hit.template.id,
+            )
             ranked.append((key, hit, judgement, context))
     if not ranked:
         return None
@@ -325,7 +337,7 @@ def _finding(
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
-    fix = derive_fix(hit.message, hit.values, context, template.text, hit.cut_short)
+    fix = derive_fix(hit.message, hit.values, context, template.text, hit.cut_short or hit.reworded)
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
         f"Derived from the engine's source, {where}: the decisive message matches a message "
@@ -337,6 +349,11 @@ def _finding(
             "The log shows only the start of this message (its first line, or a copy cut "
             "short); the source continues: "
             f"`{template.text[:300]}`."
+        )
+    if hit.reworded:
+        explanation.append(
+            "The log words it otherwise than every mined release (a release between or after "
+            f"them): the closest mined wording is `{template.text[:300]}`."
         )
     if template.source != "libraries" and not context.in_release(template.versions):
         explanation.append(_version_sentence(template.versions, context))
@@ -427,6 +444,8 @@ def derive_fix(
         for setting in (found for text in said for found in _SET_FLAG.finditer(text)):
             if setting.group("flag") not in args_add:
                 args_add += _flag_setting(setting, values, table, context, fix)
+        if not args_add:
+            args_add += _adjusted_option(said, values, table, fix)
         for removal in _REMOVE_FLAG.finditer(message):
             flag = removal.group("flag")
             if table.lookup(flag).outcome == "exact" and flag not in args_remove:
@@ -511,19 +530,36 @@ def _flag_setting(
     return [flag, value]
 
 
+def _adjusted_option(
+    said: Sequence[str], values: dict[str, str], table: mined.FlagTable, fix: DerivedFix
+) -> list[str]:
+    """The first option a message asks to raise or lower by its Python name, as its flag with
+    a placeholder on that side (one only: such messages offer alternatives, ``... or ...``)."""
+    for text in said:
+        for asked in _ADJUST_DEST.finditer(text):
+            dest = asked.group("dest")
+            option = next((o for o in table.options if o.dest == dest and o.flags), None)
+            if option is not None and option.flags[0].startswith("--"):
+                verb = asked.group("verb")
+                return _directed_setting(option.flags[0], verb, values.get(dest), option, fix)
+    return []
+
+
 def _directed_setting(
     flag: str, verb: str, current: str | None, option: mined.FlagOption, fix: DerivedFix
 ) -> list[str]:
     """``raise --flag`` with no value: the flag with a placeholder on the side the message
     asks for (the patch is shown, and applied only once the user fills it in)."""
-    direction = _DIRECTION.get(verb.lower())
+    direction = next(
+        (side for stem, side in _DIRECTION.items() if verb.lower().startswith(stem)), None
+    )
     than = current if current is not None else option.default
     if direction is None:
         default = f" (default {option.default})" if option.default is not None else ""
         fix.notes.append(f"Set by hand: {verb.lower()} `{flag}`{default}.")
         return []
     fix.sentences.append(
-        f"The fix it names: {verb.lower()} `{flag}`"
+        f"The fix it names: a {direction} `{flag}`"
         + (f" (now {than})." if than is not None else ".")
     )
     return [flag, f"<{direction} than {than}>" if than is not None else f"<a {direction} value>"]
