@@ -279,3 +279,17 @@ def test_the_detail_lines_of_an_nccl_error_name_its_cause() -> None:
     assert cause is not None and cause.signature == "nccl-p2p-peer-access-unsupported"
     assert cause.patch is not None and cause.patch.env_set == {"NCCL_P2P_DISABLE": "1"}
     assert cause.evidence[0].line == 1  # the broad finding's place: the NCCL error itself
+
+
+def test_a_long_wording_matches_word_for_word_whatever_the_case_and_quotes() -> None:
+    log = (
+        "valueerror: loading acme-vl-8b/ requires you to execute the configuration file in that "
+        "repo on your local machine. make sure you have read the code there to avoid malicious "
+        "use, then set the option 'trust_remote_code=true\u2019 to remove this error.\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.signature == "transformers-trust-remote-code-required"
+    assert cause.patch is not None and cause.patch.args_add == ["--trust-remote-code"]
+    short = "valueerror: cuda error: an illegal memory access was encountered\n"
+    found = primary(_diagnosed(short))  # a short wording is never read loosely
+    assert found is None or found.tier != "known_issue"

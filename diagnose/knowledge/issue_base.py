@@ -8,6 +8,7 @@ hand signature has explained the incident.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,13 @@ _HOLE_PATTERNS = {
     "any": r".*?",
 }
 _MATCH_TIMEOUT_S = 0.05
+_WORD = regex.compile(r"[a-z0-9_]+")
+LOOSE_MIN_WORDS = 12
+"""A wording read word for word (case, quotes and punctuation aside) must have at least this
+many words: with fewer, a loose match says little."""
+LOOSE_KEY_WORDS = 4
+"""The first words of a wording's anchor that a message must hold, in order, before it is
+compared word for word."""
 
 
 class Wording:
@@ -44,13 +52,15 @@ class Wording:
     message before the regex runs), how much fixed text it has, and its regex, compiled on the
     first message that holds the anchor."""
 
-    __slots__ = ("_pattern", "anchor", "fixed_chars", "text")
+    __slots__ = ("_pattern", "anchor", "fixed_chars", "loose_key", "text", "words")
 
     def __init__(self, text: str) -> None:
         self.text = text
         runs = _fixed_runs(text)
         self.anchor = max((regex.sub(r"\s+", " ", run) for run in runs), key=len, default="")
         self.fixed_chars = sum(len(run.strip()) for run in runs)
+        self.words = tuple(_WORD.findall(" ".join(runs).lower()))
+        self.loose_key = " ".join(_WORD.findall(self.anchor.lower())[:LOOSE_KEY_WORDS])
         self._pattern: regex.Pattern[str] | None = None
 
     @property
@@ -199,7 +209,40 @@ class IssueBase:
                         own_engine=engine is not None and record.engine == engine,
                     )
                     break
+        if not found:
+            found = self._loose(messages, engine, engine_version)
         return sorted(found.values(), key=lambda m: m.rank_key, reverse=True)
+
+    def _loose(
+        self, messages: Sequence[str], engine: str | None, engine_version: str | None
+    ) -> dict[str, KnownIssueMatch]:
+        """Records whose long wording a message holds word for word, in order, case, quoting
+        and punctuation aside (a log that lower-cased or re-quoted the text). Nothing is bound:
+        the fix's holes are left to the user."""
+        found: dict[str, KnownIssueMatch] = {}
+        for position, original in enumerate(messages):
+            said = _WORD.findall(original.lower())
+            spoken = " ".join(said)
+            for entry in self.entries:
+                for wording in entry.wordings:
+                    wanted = wording.words
+                    if len(wanted) < LOOSE_MIN_WORDS or wording.loose_key not in spoken:
+                        continue
+                    blocks = difflib.SequenceMatcher(None, wanted, said, autojunk=False)
+                    matched = sum(block.size for block in blocks.get_matching_blocks())
+                    if matched < len(wanted) or entry.id in found:
+                        continue
+                    record = entry.record
+                    found[entry.id] = KnownIssueMatch(
+                        record=record,
+                        message=original,
+                        values={},
+                        version_fit=_version_fit(record, engine, engine_version),
+                        specificity=wording.fixed_chars,
+                        position=position,
+                        own_engine=engine is not None and record.engine == engine,
+                    )
+        return found
 
 
 def _search(pattern: regex.Pattern[str], message: str) -> regex.Match[str] | None:
