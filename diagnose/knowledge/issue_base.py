@@ -39,6 +39,7 @@ _HOLE_PATTERNS = {
 }
 _MATCH_TIMEOUT_S = 0.05
 _WORD = regex.compile(r"[a-z0-9_]+")
+_SPACES = regex.compile(r"\s+")
 LOOSE_MIN_WORDS = 12
 """A wording read word for word (case, quotes and punctuation aside) must have at least this
 many words: with fewer, a loose match says little."""
@@ -52,16 +53,25 @@ class Wording:
     message before the regex runs), how much fixed text it has, and its regex, compiled on the
     first message that holds the anchor."""
 
-    __slots__ = ("_pattern", "anchor", "fixed_chars", "loose_key", "text", "words")
+    __slots__ = ("_loose", "_pattern", "anchor", "fixed_chars", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         runs = _fixed_runs(text)
-        self.anchor = max((regex.sub(r"\s+", " ", run) for run in runs), key=len, default="")
+        self.anchor = max((_SPACES.sub(" ", run) for run in runs), key=len, default="")
         self.fixed_chars = sum(len(run.strip()) for run in runs)
-        self.words = tuple(_WORD.findall(" ".join(runs).lower()))
-        self.loose_key = " ".join(_WORD.findall(self.anchor.lower())[:LOOSE_KEY_WORDS])
         self._pattern: regex.Pattern[str] | None = None
+        self._loose: tuple[str, tuple[str, ...]] | None = None
+
+    @property
+    def loose(self) -> tuple[str, tuple[str, ...]]:
+        """Its words, lower-cased, and the first of its anchor's (a message must hold them
+        before the words are compared): made when a message is first read loosely."""
+        if self._loose is None:
+            words = tuple(_WORD.findall(" ".join(_fixed_runs(self.text)).lower()))
+            key = " ".join(_WORD.findall(self.anchor.lower())[:LOOSE_KEY_WORDS])
+            self._loose = (key, words)
+        return self._loose
 
     @property
     def pattern(self) -> regex.Pattern[str]:
@@ -116,7 +126,7 @@ def compile_holes(template: str, body_of: Callable[[str | None, bool], str]) -> 
 
 def _literal(text: str) -> str:
     """A literal run, its whitespace as one space (messages are matched re-spaced)."""
-    return regex.escape(regex.sub(r"\s+", " ", text))
+    return regex.escape(_SPACES.sub(" ", text))
 
 
 class IssueEntry:
@@ -225,8 +235,8 @@ class IssueBase:
             spoken = " ".join(said)
             for entry in self.entries:
                 for wording in entry.wordings:
-                    wanted = wording.words
-                    if len(wanted) < LOOSE_MIN_WORDS or wording.loose_key not in spoken:
+                    key, wanted = wording.loose
+                    if len(wanted) < LOOSE_MIN_WORDS or key not in spoken:
                         continue
                     blocks = difflib.SequenceMatcher(None, wanted, said, autojunk=False)
                     matched = sum(block.size for block in blocks.get_matching_blocks())
