@@ -65,6 +65,15 @@ def test_cached_patterns_compile_when_first_used_and_still_match(
     assert found is not None and found.group("step") == "EXEC"
 
 
+def test_cached_conditions_are_read_when_first_tested(signatures: Path, cache: Path) -> None:
+    (cold,) = load_directory(signatures)
+    assert "step == 'EXEC'" in cold._conditions  # read, and so checked, at the first load
+    (warm,) = load_directory(signatures)
+    assert warm._conditions == {}
+    assert warm.condition("step == 'EXEC'").holds({"step": "EXEC"})
+    assert not warm.condition("step == 'EXEC'").holds({"step": "USER"})
+
+
 def test_a_changed_file_is_parsed_again(signatures: Path, cache: Path) -> None:
     load_directory(signatures)
     path = signatures / SIGNATURE.name
