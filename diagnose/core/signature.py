@@ -1,6 +1,7 @@
 """The signature schema: one YAML file describes one failure, how to see it and how to fix it."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation
+# from a string at every start.
 
 import re
 from typing import Annotated, Any, Literal
@@ -62,7 +63,7 @@ class Pattern(_Schema):
     _conditions: list[Condition] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _compile(self, info: ValidationInfo) -> Pattern:
+    def _compile(self, info: ValidationInfo) -> "Pattern":
         # A library read back from the cache was checked when it was cached: its regexes
         # compile and its conditions are read on first use (most never run), not at every
         # start.
@@ -377,7 +378,7 @@ class Signature(_Schema):
         return known_category(value)
 
     @model_validator(mode="after")
-    def _prepare(self, info: ValidationInfo) -> Signature:
+    def _prepare(self, info: ValidationInfo) -> "Signature":
         try:
             self._derived = {name: Arithmetic(source) for name, source in self.derive.items()}
             # A cached library was checked when it was cached: its conditions are read when
