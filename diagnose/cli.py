@@ -4,6 +4,7 @@ No ``from __future__ import annotations`` here: typer reads every command's anno
 each start, and evaluating them from strings cost more than the parse itself."""
 
 import errno
+import gc
 import json
 import os
 import sys
@@ -821,6 +822,10 @@ def main() -> None:
     # The command line loads no pydantic plugins: looking for them reads the metadata of every
     # installed package at each start (set the variable yourself to choose otherwise).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # What a run allocates first (modules, classes, the library) lives until it ends: the
+    # cycle collector need not walk it again and again (a tenth of a small run's time).
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     try:
         code = app(standalone_mode=False)
     except UserError as error:
