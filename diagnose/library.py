@@ -8,7 +8,7 @@ import marshal
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -220,20 +220,24 @@ def _say_override(signature_id: str, directory: Path) -> None:
         )
 
 
-def _read_data(path: Path, what: str) -> object:
-    """A data file beside the signatures, parsed (or its parse from the cache); a clear error
-    when it cannot be."""
+_Checked = TypeVar("_Checked")
+
+
+def _read_data(path: Path, what: str, check: Callable[[object, bool], _Checked]) -> _Checked:
+    """A data file beside the signatures, parsed (or its parse from the cache) and passed to
+    ``check`` with whether those exact bytes passed it before; cached once it has passed."""
     try:
         content = path.read_bytes()
     except OSError as error:
         raise UserError(f"{path}: cannot read the {what}: {error.strerror}") from None
     cached, entry = _cached("data", [path], [content])
     if cached is not None:
-        return cached[0]
+        return check(cached[0], True)
     data = _parse_yaml(path, content)
+    checked = check(data, False)
     if entry is not None:
         _save_cache(entry, [data])
-    return data
+    return checked
 
 
 _Data = TypeVar("_Data", bound=BaseModel)
@@ -241,11 +245,15 @@ _Data = TypeVar("_Data", bound=BaseModel)
 
 def _load_model(path: Path, what: str, model: type[_Data]) -> _Data:
     """A data file beside the signatures, checked against its schema."""
-    try:
-        return model.model_validate(_read_data(path, what))
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
+
+    def check(data: object, _prevalidated: bool) -> _Data:
+        try:
+            return model.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
+
+    return _read_data(path, what, check)
 
 
 @functools.cache
@@ -266,18 +274,23 @@ def load_architectures(directory: Path | None = None) -> Architectures:
 def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
     """Values every signature can use (launch arguments, versions), from ``_facts.yaml``."""
     path = (directory or builtin_dir()) / FACTS_FILE
-    data = _read_data(path, "facts file")
-    facts = data.get("facts") if isinstance(data, dict) else None
-    if not isinstance(facts, list):
-        raise UserError(f"{path}: expected a list under 'facts'")
-    patterns = []
-    for index, item in enumerate(facts):
-        try:
-            patterns.append(Pattern.model_validate(item))
-        except ValidationError as error:
-            first = error.errors()[0]
-            raise UserError(f"{path}: facts.{index}.{_location(first)}: {first['msg']}") from None
-    return tuple(patterns)
+
+    def check(data: object, prevalidated: bool) -> tuple[Pattern, ...]:
+        facts = data.get("facts") if isinstance(data, dict) else None
+        if not isinstance(facts, list):
+            raise UserError(f"{path}: expected a list under 'facts'")
+        patterns = []
+        for index, item in enumerate(facts):
+            try:  # from the cache, regexes compile on first use (most lines need few)
+                patterns.append(Pattern.model_validate(item, context={PREVALIDATED: prevalidated}))
+            except ValidationError as error:
+                first = error.errors()[0]
+                raise UserError(
+                    f"{path}: facts.{index}.{_location(first)}: {first['msg']}"
+                ) from None
+        return tuple(patterns)
+
+    return _read_data(path, "facts file", check)
 
 
 def engine_for(

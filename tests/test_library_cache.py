@@ -65,6 +65,15 @@ def test_cached_patterns_compile_when_first_used_and_still_match(
     assert found is not None and found.group("step") == "EXEC"
 
 
+def test_cached_conditions_are_read_when_first_tested(signatures: Path, cache: Path) -> None:
+    (cold,) = load_directory(signatures)
+    assert "step == 'EXEC'" in cold._conditions  # read, and so checked, at the first load
+    (warm,) = load_directory(signatures)
+    assert warm._conditions == {}
+    assert warm.condition("step == 'EXEC'").holds({"step": "EXEC"})
+    assert not warm.condition("step == 'EXEC'").holds({"step": "USER"})
+
+
 def test_a_changed_file_is_parsed_again(signatures: Path, cache: Path) -> None:
     load_directory(signatures)
     path = signatures / SIGNATURE.name
@@ -125,3 +134,25 @@ def test_data_files_beside_the_signatures_are_cached_too(
     monkeypatch.setenv(CACHE_DIR_VARIABLE, str(cache))
     with pytest.raises(UserError, match="not valid YAML"):
         library.load_facts.__wrapped__(directory)
+
+
+def test_cached_facts_compile_when_first_used(tmp_path: Path, cache: Path) -> None:
+    directory = tmp_path / "data"
+    directory.mkdir()
+    shutil.copy(REPO / "signatures" / library.FACTS_FILE, directory)
+    assert all(p._compiled is not None for p in library.load_facts.__wrapped__(directory))
+    warm = library.load_facts.__wrapped__(directory)
+    assert all(p._compiled is None for p in warm)  # not compiled at load
+    tp_size = next(p for p in warm if "--tp-size" in p.needles)
+    found = tp_size.compiled.search("--model-path /models/q --tp-size 4")
+    assert found is not None and found.group("tp_size") == "4"
+
+
+def test_facts_with_a_bad_regex_are_not_cached(tmp_path: Path, cache: Path) -> None:
+    directory = tmp_path / "data"
+    directory.mkdir()
+    (directory / library.FACTS_FILE).write_text('facts:\n  - regex: "(?P<tp_size>\\\\d+"\n')
+    for _ in range(2):  # the second run is told too, not handed an uncompiled regex
+        with pytest.raises(UserError, match="regex does not compile"):
+            library.load_facts.__wrapped__(directory)
+    assert list(cache.glob("data-*.marshal")) == []

@@ -6,9 +6,11 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from diagnose.core.records import Record
-from diagnose.inputs.lineformat import LineParser, clean
+from diagnose.inputs.lineformat import LineParser, _utc, clean
 
 
 def utc(*parts: int) -> datetime:
@@ -370,3 +372,31 @@ def test_no_rollover_within_a_year() -> None:
     b = parser.parse(2, "Mar 02 10:00:00 h python3[1]: b")
     assert a is not None and b is not None
     assert (a.ts.year, b.ts.year) == (2026, 2026)  # type: ignore[union-attr]
+
+
+# -- Times ------------------------------------------------------------------------------------
+
+
+@given(
+    year=st.integers(1000, 9999),
+    month=st.integers(0, 13),
+    day=st.integers(0, 32),
+    clock=st.from_regex(r"\A[0-2][0-9]:[0-6][0-9]:[0-6][0-9](\.[0-9]{1,6})?\Z"),
+)
+def test_stamps_are_read_as_strptime_reads_them(
+    year: int, month: int, day: int, clock: str
+) -> None:
+    """Built without strptime (its first call costs more than a small log's parse)."""
+    text = f"{year}-{month:02d}-{day:02d} {clock}"
+    try:
+        expected: datetime | None = datetime.strptime(
+            text, "%Y-%m-%d %H:%M:%S.%f" if "." in clock else "%Y-%m-%d %H:%M:%S"
+        ).replace(tzinfo=timezone.utc)
+    except ValueError:
+        expected = None
+    assert _utc(year, month, day, clock) == expected
+
+
+def test_a_stamp_with_other_digits_has_no_time() -> None:
+    assert _utc(2026, 3, 1, "11:53:10") == utc(2026, 3, 1, 11, 53, 10)
+    assert _utc(2026, 3, 1, "11:53:1\u0660") is None  # an Arabic-Indic zero

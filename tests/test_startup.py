@@ -14,6 +14,7 @@ from .conftest import FIXTURES
 
 INCIDENT = FIXTURES / "incidents" / "qwen-122b-crashloop.journal.txt"
 PROBE = """
+import gc
 import sys
 from diagnose.cli import main
 sys.argv = ["diagnose", *sys.argv[1:]]
@@ -22,18 +23,26 @@ try:
 except SystemExit:
     pass
 print("MODULES=" + ",".join(sorted(sys.modules)), file=sys.stderr)
+loader = sys.modules.get("pydantic.plugin._loader")
+print(f"PLUGINS_LOOKED_FOR={loader is not None and loader._plugins is not None}", file=sys.stderr)
+print(f"GC_FROZEN={gc.get_freeze_count() > 0} GC_GEN0={gc.get_threshold()[0]}", file=sys.stderr)
 """
 
 
-def _modules(cache: Path, *args: str) -> tuple[set[str], str]:
+def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache)}
-    result = subprocess.run(
+    environment.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    return subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
         text=True,
         env=environment,
         check=False,
     )
+
+
+def _modules(cache: Path, *args: str) -> tuple[set[str], str]:
+    result = _run(cache, *args)
     line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES="))
     return set(line.removeprefix("MODULES=").split(",")), result.stdout
 
@@ -62,3 +71,14 @@ def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
     )
     modules, _ = _modules(tmp_path, "file", str(log), "--format", "json")
     assert {"diagnose.knowledge.tiers", "diagnose.knowledge.source_tier"} <= modules
+
+
+def test_the_command_line_looks_for_no_pydantic_plugins(tmp_path: Path) -> None:
+    """Looking for them reads every installed package's metadata, at every start."""
+    result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert "PLUGINS_LOOKED_FOR=False" in result.stderr.splitlines()
+
+
+def test_the_cycle_collector_leaves_what_the_start_loaded_alone(tmp_path: Path) -> None:
+    result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert "GC_FROZEN=True GC_GEN0=10000" in result.stderr.splitlines()

@@ -1,7 +1,8 @@
 """systemd text: the one quoting function for unit-file words, and a patch rendered as a
 drop-in (pure text; writing it is the CLI's business)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation
+# from a string at every start.
 
 import json
 import re

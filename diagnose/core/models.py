@@ -5,7 +5,8 @@ Keys and meanings follow ``contract.md`` (schema_version 1). Extensions (``count
 additive.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation
+# from a string at every start.
 
 import re
 from datetime import datetime
@@ -362,7 +363,7 @@ class Diagnosis(_Frozen):
     timeline: Timeline | None = Field(
         default=None, description="When the last start attempt did what, and how long it was seen."
     )
-    units: list[Diagnosis] = Field(
+    units: list["Diagnosis"] = Field(
         default_factory=list,
         description="When the input holds several units: one diagnosis per unit (the report's "
         "own fields then describe the first unit with a failure). Empty for one unit.",

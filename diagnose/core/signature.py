@@ -1,6 +1,7 @@
 """The signature schema: one YAML file describes one failure, how to see it and how to fix it."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation
+# from a string at every start.
 
 import re
 from typing import Annotated, Any, Literal
@@ -59,18 +60,19 @@ class Pattern(_Schema):
     ignore_case: bool = False
 
     _compiled: Any = PrivateAttr(default=None)
-    _conditions: list[Condition] = PrivateAttr(default_factory=list)
+    _conditions: list[Condition] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _compile(self, info: ValidationInfo) -> Pattern:
+    def _compile(self, info: ValidationInfo) -> "Pattern":
         # A library read back from the cache was checked when it was cached: its regexes
-        # compile on first use (most never run), not all at every start.
+        # compile and its conditions are read on first use (most never run), not at every
+        # start.
         if not (info.context or {}).get(PREVALIDATED):
             try:
                 self._compiled = regex.compile(self.regex, self._flags())
             except regex.error as error:
                 raise ValueError(f"regex does not compile: {error}") from None
-        self._conditions = [Condition(text) for text in self.where]
+            self._conditions = [Condition(text) for text in self.where]
         return self
 
     def _flags(self) -> int:
@@ -84,6 +86,8 @@ class Pattern(_Schema):
 
     @property
     def conditions(self) -> list[Condition]:
+        if self._conditions is None:
+            self._conditions = [Condition(text) for text in self.where]
         return self._conditions
 
 
@@ -374,13 +378,16 @@ class Signature(_Schema):
         return known_category(value)
 
     @model_validator(mode="after")
-    def _prepare(self) -> Signature:
+    def _prepare(self, info: ValidationInfo) -> "Signature":
         try:
             self._derived = {name: Arithmetic(source) for name, source in self.derive.items()}
-            every_when = [c for t in self._conditional_items() for c in t]
-            self._conditions = {text: Condition(text) for text in every_when}
-            for template in self._templates():
-                template_fields(template)
+            # A cached library was checked when it was cached: its conditions are read when
+            # first tested (few signatures fire), and its templates are not checked again.
+            if not (info.context or {}).get(PREVALIDATED):
+                every_when = [c for t in self._conditional_items() for c in t]
+                self._conditions = {text: Condition(text) for text in every_when}
+                for template in self._templates():
+                    template_fields(template)
         except ExpressionError as error:
             raise ValueError(str(error)) from None
         return self
@@ -417,7 +424,10 @@ class Signature(_Schema):
         return self._derived
 
     def condition(self, text: str) -> Condition:
-        return self._conditions[text]
+        found = self._conditions.get(text)
+        if found is None:
+            found = self._conditions[text] = Condition(text)
+        return found
 
     def patterns(self) -> list[Pattern]:
         """Every pattern the engine has to look for, match and context alike."""

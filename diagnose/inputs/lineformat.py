@@ -198,13 +198,7 @@ class LineParser:
         if self._last_month == 12 and month == 1:
             self.year += 1
         self._last_month = month
-        try:
-            stamp = datetime.strptime(
-                f"{self.year}-{month:02d}-{day:02d} {clock}", _clock_format(clock)
-            )
-        except ValueError:
-            return None
-        return stamp.replace(tzinfo=timezone.utc)
+        return _utc(self.year, month, day, clock)
 
     def _parse_json(self, line_no: int | None, raw: str) -> Record | None:
         try:
@@ -274,15 +268,26 @@ def time_from_usec(stamp: str) -> datetime | None:
 
 
 def _sglang_time(stamp: str, millis: str | None) -> datetime | None:
-    try:
-        parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S")
-    except ValueError:  # 2026-02-30, 25:61:00
+    date, _, clock = stamp.partition(" ")
+    year, month, day = (int(part) for part in date.split("-"))
+    return _utc(year, month, day, f"{clock}.{millis or 0:0>3}")
+
+
+def _utc(year: int, month: int, day: int, clock: str) -> datetime | None:
+    """A UTC time from ``HH:MM:SS`` with up to six digits of fraction, as the patterns take
+    it; None when no calendar holds it (2026-02-30, 25:61:00) or it has digits other than
+    ASCII. Built directly: the first ``strptime`` of a process costs more than a small log's
+    parse."""
+    if year < 1000 or not clock.isascii():  # a year of four digits, as %Y takes it
         return None
-    return parsed.replace(microsecond=int(millis or 0) * 1000, tzinfo=timezone.utc)
-
-
-def _clock_format(clock: str) -> str:
-    return "%Y-%m-%d %H:%M:%S.%f" if "." in clock else "%Y-%m-%d %H:%M:%S"
+    whole, _, fraction = clock.partition(".")
+    hour, minute, second = (int(part) for part in whole.split(":"))
+    try:
+        return datetime(
+            year, month, day, hour, minute, second, int(fraction.ljust(6, "0")), timezone.utc
+        )
+    except ValueError:
+        return None
 
 
 def _parse_iso(text: str) -> datetime | None:
