@@ -9,10 +9,11 @@ import re
 
 import pytest
 
+from diagnose.core.dropin import render_dropin
 from diagnose.core.models import Patch
 from diagnose.core.signature import PatchSpec
 from diagnose.library import load_library
-from diagnose.systemd.unit import patched_argv
+from diagnose.systemd.unit import build_config, patched_argv
 
 _FIELD = re.compile(r"\{[^{}]+\}")
 
@@ -56,3 +57,15 @@ def test_a_patch_leaves_a_consistent_command_line(spec: PatchSpec) -> None:
     for flag in spec.args_remove:
         if flag.replace("_", "-") not in added:
             assert flag.replace("_", "-") not in after, f"{flag} is still there"
+
+
+def test_a_drop_in_that_sets_a_list_setting_clears_it_first() -> None:
+    """systemd appends a drop-in's ExecStart= to the unit's own (a service then has two and
+    refuses to start) unless an empty assignment clears it first."""
+    patch = Patch(unit_set={"Service.ExecStart": "/opt/venv/bin/python -m vllm.entrypoints.api"})
+    dropin = render_dropin(patch, "vllm.service")
+    assert dropin is not None
+    assert "\nExecStart=\nExecStart=/opt/venv/bin/python -m vllm.entrypoints.api\n" in dropin
+    unit = "[Service]\nExecStart=/usr/bin/python3 -m vllm.entrypoints.api\n"
+    config = build_config("vllm.service", ("vllm.service", unit), [("zz-diagnose.conf", dropin)])
+    assert [c.argv[0] for c in config.exec_start] == ["/opt/venv/bin/python"]

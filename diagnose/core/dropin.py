@@ -42,6 +42,12 @@ def escape_literal(word: str, variables: bool = True) -> str:
     return escaped.replace("$", "$$") if variables else escaped
 
 
+LIST_SETTINGS = frozenset(
+    {"ExecStart", "ExecStartPre", "ExecStartPost", "ExecStop", "ExecStopPost", "ExecReload"}
+)
+"""Settings a drop-in appends to: an empty assignment first clears the unit's own."""
+
+
 def render_dropin(
     patch: Patch,
     unit: str | None,
@@ -66,7 +72,8 @@ def render_dropin(
         service.append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():
         section, key = dotted.split(".", 1)
-        sections.setdefault(section, []).append(f"{key}={value}")
+        reset = [f"{key}="] if key in LIST_SETTINGS else []  # a drop-in adds to a list
+        sections.setdefault(section, []).extend([*reset, f"{key}={value}"])
     if patch.args_add or patch.args_remove:
         if exec_start is not None:
             service += ["ExecStart=", f"ExecStart={exec_start}"]
