@@ -371,7 +371,7 @@ def _reworded(index: SourceIndex, words: set[str], whole: str, message: str) -> 
         fixed = _WORD.findall(" ".join(fixed_runs(template.text)).lower())
         blocks = difflib.SequenceMatcher(None, said, fixed, autojunk=False).get_matching_blocks()
         missing = len(said) - sum(block.size for block in blocks)
-        if missing > REWORDED_MAX_MISSING or len(fixed) < len(said) - missing:
+        if missing > REWORDED_MAX_MISSING:
             continue
         value = re.match(r"[^\s,;]+", whole[len(head) :].lstrip())
         first = next(

@@ -430,10 +430,10 @@ def derive_fix(
     template: str = "",
     cut_short: bool = False,
 ) -> DerivedFix:
-    """The settings ``message`` names (and, when the log cut it short, the rest of its
-    ``template``), each checked against ``context``'s release: a flag the release no longer
-    has is replaced by its successor (or left out), a value must be one the option accepts, a
-    variable must be one the engine reads."""
+    """The settings ``message`` names (and, when the log cut it short or words it as another
+    release does, its mined ``template``'s), each checked against ``context``'s release: a
+    flag the release no longer has is replaced by its successor (or left out), a value must
+    be one the option accepts, a variable must be one the engine reads."""
     fix = DerivedFix()
     args_add: list[str] = []
     args_remove: list[str] = []
