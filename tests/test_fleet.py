@@ -10,6 +10,7 @@ import pytest
 
 from diagnose.core.fleet import deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
+from diagnose.inputs import journal
 from diagnose.inputs.files import LogInput
 from diagnose.runs.journal import JournalOptions, diagnose_journal
 from tests import journalgen
@@ -119,15 +120,23 @@ def _remote_directory(directory: Path, fixtures: list[str]) -> Path:
     return directory
 
 
-@needs_journal_remote
-@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
-def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader) -> None:
-    if reader == "systemd-python":
+@pytest.fixture(params=["systemd-python", "journalctl"])
+def reader(request: pytest.FixtureRequest) -> str:
+    """Each journal reader in turn (systemd-python when installed)."""
+    if request.param == "systemd-python":
         pytest.importorskip("systemd.journal")
+    return str(request.param)
+
+
+def _three_hosts(tmp_path: Path) -> Path:
+    """A journal-remote directory of gpu-node-07 (healthy), gpu-node-21 and -22 (failed)."""
     fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
-    directory = _remote_directory(
-        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
-    )
+    return _remote_directory(tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures])
+
+
+@needs_journal_remote
+def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader: str) -> None:
+    directory = _three_hosts(tmp_path)
     options = JournalOptions(unit="sglang-qwen", directory=directory, reader=reader, gpu=False)
     report = diagnose_journal(options, [], None, lambda _: None).diagnosis
     assert report.fleet is not None and report.hosts is not None
@@ -183,12 +192,9 @@ def test_the_deployment_is_read_from_either_engines_arguments(
 
 
 @needs_journal_remote
-@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
 def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
-    tmp_path: Path, reader
+    tmp_path: Path, reader: str
 ) -> None:
-    if reader == "systemd-python":
-        pytest.importorskip("systemd.journal")
     directory = tmp_path / "remote"
     directory.mkdir()
     machines = {  # two clones of one image, both named gpu-node, and one other host
@@ -222,10 +228,7 @@ def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
 
 @needs_journal_remote
 def test_hosts_diagnosed_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
-    fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
-    directory = _remote_directory(
-        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
-    )
+    directory = _three_hosts(tmp_path)
     reports = []
     for jobs in (1, 2, 3):
         options = JournalOptions(
@@ -239,3 +242,42 @@ def test_hosts_diagnosed_in_worker_processes_give_the_same_report(tmp_path: Path
         "gpu-node-21",
         "gpu-node-22",
     ]
+
+
+@needs_journal_remote
+def test_each_host_of_a_directory_is_read_from_its_own_files(tmp_path: Path, reader: str) -> None:
+    directory = _three_hosts(tmp_path)
+    machine = directory / journalgen.MACHINE_ID  # a journal's own layout: MACHINE_ID/*.journal
+    machine.mkdir()
+    (directory / "gpu-node-22-oom.journal").rename(machine / "system@0001-0002.journal~")
+    (directory / "notes").mkdir()  # neither a journal file nor a machine's directory
+    hosts = journal.host_locations(journal.JournalLocation(directory=directory), reader)
+    assert [(h.label, [p.relative_to(directory) for p in where.files]) for h, where in hosts] == [
+        ("gpu-node-07", [Path("healthy-sglang.journal")]),
+        ("gpu-node-21", [Path("gpu-node-21-oom.journal")]),
+        ("gpu-node-22", [machine.relative_to(directory) / "system@0001-0002.journal~"]),
+    ]
+    assert [(where.host, where.directory) for _, where in hosts] == [
+        ("gpu-node-07", None),
+        ("gpu-node-21", None),
+        ("gpu-node-22", None),
+    ]
+
+
+@needs_journal_remote
+def test_progress_names_each_host_on_stderr_never_in_the_report(tmp_path: Path) -> None:
+    directory = _three_hosts(tmp_path)
+    args = ["journal", "-u", "sglang-qwen", "-D", str(directory), "-f", "json", "--no-gpu"]
+    shown = invoke([*args, "--progress", "-j", "1"])
+    assert shown.exit_code == 1
+    lines = [line for line in shown.stderr.splitlines() if line.startswith("diagnose: host ")]
+    assert lines == [
+        "diagnose: host 1/3 gpu-node-07: healthy",
+        "diagnose: host 2/3 gpu-node-21: failed (model-too-large-for-tp)",
+        "diagnose: host 3/3 gpu-node-22: failed (model-too-large-for-tp)",
+    ]
+    assert "diagnose: host" not in shown.stdout
+    assert json.loads(shown.stdout)["fleet"]["healthy"] == ["gpu-node-07"]
+    quiet = invoke(args)  # stderr is no terminal here: no progress unless asked
+    assert "diagnose: host" not in quiet.stderr
+    assert json.loads(quiet.stdout) == json.loads(shown.stdout)

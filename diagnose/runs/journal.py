@@ -6,7 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,38 +105,63 @@ def _stamp(usec: int | None) -> datetime | None:
 
 
 def diagnose_journal(
-    options: JournalOptions, signature_dirs: list[Path], hang_after: float | None, warn: Say
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Say,
+    progress: Say | None = None,
 ) -> JournalResult:
+    """``progress``, when given, is told one line per host of a many-host journal as each is
+    diagnosed."""
     query = journal_query(options)
-    backend = source.open_backend(query.location, options.reader)
-    hosts = backend.hosts() if options.files or options.directory else []
+    hosts = (
+        source.host_locations(query.location, options.reader)
+        if options.files or options.directory
+        else []
+    )
     if len(hosts) > 1:
-        return _diagnose_hosts(hosts, query, options, signature_dirs, hang_after, warn)
-    scope = source.choose(query, backend)
+        return _diagnose_hosts(hosts, query, options, signature_dirs, hang_after, warn, progress)
+    scope = source.choose(query, source.open_backend(query.location, options.reader))
     return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
 
 
 def _diagnose_hosts(
-    hosts: list[source.HostId],
+    hosts: list[tuple[source.HostId, source.JournalLocation]],
     query: source.JournalQuery,
     options: JournalOptions,
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Say,
+    progress: Say | None,
 ) -> JournalResult:
     """A journal of several hosts (journal-remote's directory): the single-host diagnosis
     once per host that ran the unit (in worker processes when ``options.jobs`` allows),
-    summed up into fleet findings."""
+    summed up into fleet findings. A host's reader is closed before the next host's opens,
+    and only its diagnosis is kept."""
     jobs = min(options.jobs or default_jobs(), len(hosts))
-    work = [(host, query, options, signature_dirs, hang_after) for host in hosts]
+    work = [
+        (host, replace(query, location=location), options, signature_dirs, hang_after)
+        for host, location in hosts
+    ]
+    done: list[HostDone | None] = [None] * len(work)
+
+    def finished(index: int, outcome: HostDone) -> None:
+        done[index] = outcome
+        if progress is not None:
+            count = sum(d is not None for d in done)
+            progress(f"{count}/{len(done)} {_host_progress(*outcome)}")
+
     if jobs > 1 and hasattr(os, "fork"):
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            done = list(pool.map(_diagnose_host, *zip(*work, strict=True)))
+            futures = {pool.submit(_diagnose_host, *item): i for i, item in enumerate(work)}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
     else:
-        done = [_diagnose_host(*item) for item in work]
+        for index, item in enumerate(work):
+            finished(index, _diagnose_host(*item))
     results: dict[str, JournalResult] = {}
-    for label, result, warnings in done:  # in host order, whichever process finished first
+    for label, result, warnings in filter(None, done):  # in host order, whoever finished first
         for warning in warnings:
             warn(warning)
         if result is not None:
@@ -156,25 +181,33 @@ def _diagnose_hosts(
     return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
 
 
+HostDone = tuple[str, JournalResult | None, list[str]]
+"""One host's label, its result (None when it has no entries of the unit) and the warnings
+said meanwhile."""
+
+
+def _host_progress(label: str, result: JournalResult | None, warnings: list[str]) -> str:
+    """What a progress line says of a host once it is diagnosed."""
+    if result is None:
+        return f"{label}: no entries of the unit"
+    primary = result.diagnosis.finding(result.diagnosis.primary)
+    return f"{label}: " + (f"failed ({primary.signature})" if primary else "healthy")
+
+
 def _diagnose_host(
     host: source.HostId,
     query: source.JournalQuery,
     options: JournalOptions,
     signature_dirs: list[Path],
     hang_after: float | None,
-) -> tuple[str, JournalResult | None, list[str]]:
-    """One host of a many-host journal: its label, its result (None when it has no entries
-    of the unit) and the warnings said meanwhile. What a worker process hands back, so the
-    scope keeps no way to read the journal again."""
+) -> HostDone:
+    """One host of a many-host journal, read where ``query.location`` says. What a worker
+    process hands back, so the scope keeps no way to read the journal again."""
     warnings: list[str] = []
-    location = replace(query.location, host=host.name, machine_id=host.machine_id)
-    host_query = replace(query, location=location)
-    backend = source.open_backend(location, options.reader)
+    backend = source.open_backend(query.location, options.reader)
     try:
-        scope = source.choose(host_query, backend)
-        result = diagnose_scope(
-            scope, host_query, options, signature_dirs, hang_after, warnings.append
-        )
+        scope = source.choose(query, backend)
+        result = diagnose_scope(scope, query, options, signature_dirs, hang_after, warnings.append)
     except UserError:
         return host.label, None, warnings
     kept = replace(result.scope, stream=source.read_nothing, records=[])
