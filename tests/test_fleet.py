@@ -12,6 +12,7 @@ from diagnose.core.fleet import deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
 from diagnose.inputs import journal
 from diagnose.inputs.files import LogInput
+from diagnose.library import load_library
 from diagnose.runs.journal import JournalOptions, diagnose_journal
 from tests import journalgen
 from tests.conftest import feed, invoke
@@ -281,3 +282,24 @@ def test_progress_names_each_host_on_stderr_never_in_the_report(tmp_path: Path) 
     quiet = invoke(args)  # stderr is no terminal here: no progress unless asked
     assert "diagnose: host" not in quiet.stderr
     assert json.loads(quiet.stdout) == json.loads(shown.stdout)
+
+
+@needs_journal_remote
+def test_the_hosts_of_a_run_share_one_loaded_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = _three_hosts(tmp_path)
+    loads: list[tuple[Path, ...]] = []
+
+    def counted(dirs: tuple[Path, ...]) -> list:
+        loads.append(dirs)
+        return load_library(dirs)
+
+    monkeypatch.setattr("diagnose.runs.journal.load_library", counted)
+    options = JournalOptions(
+        unit="sglang-qwen", directory=directory, reader="journalctl", gpu=False, jobs=1
+    )
+    for _ in range(2):  # a second run loads it again: signatures may have changed meanwhile
+        report = diagnose_journal(options, [], None, lambda _: None).diagnosis
+        assert report.fleet is not None and len(report.fleet.findings) == 1
+    assert loads == [(), ()]

@@ -3,6 +3,7 @@ real journal, scoped to the failed start, patched against the unit that really r
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from diagnose.core.errors import UserError
 from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
+from diagnose.core.signature import Signature
 from diagnose.core.units import unit_name
 from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
@@ -136,9 +138,51 @@ def _diagnose_hosts(
 ) -> JournalResult:
     """A journal of several hosts (journal-remote's directory): the single-host diagnosis
     once per host that ran the unit (in worker processes when ``options.jobs`` allows),
-    summed up into fleet findings. A host's reader is closed before the next host's opens,
-    and only its diagnosis is kept."""
+    summed up into fleet findings. A host's reader is closed once it is read and only its
+    diagnosis is kept: memory is that of ``jobs`` hosts at a time, whatever their number."""
     jobs = min(options.jobs or default_jobs(), len(hosts))
+    _run_library(tuple(signature_dirs))  # loaded once, before the workers fork
+    try:
+        done = _each_host(hosts, query, options, signature_dirs, hang_after, progress, jobs)
+    finally:
+        _run_library.cache_clear()
+    results: dict[str, JournalResult] = {}
+    for label, result, warnings in done:  # in host order, whoever finished first
+        for warning in warnings:
+            warn(warning)
+        if result is not None:
+            results[label] = result
+    if len(results) <= 1:
+        scope = source.choose(query, source.open_backend(query.location, options.reader))
+        return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
+    diagnosis = summarize_fleet(
+        {host: r.diagnosis for host, r in results.items()},
+        DEFAULT_SKEW_TOLERANCE_S if options.clock_skew is None else options.clock_skew,
+    )
+    decisive = (
+        results[diagnosis.fleet.primary_host]
+        if diagnosis.fleet and diagnosis.fleet.primary_host
+        else next(iter(results.values()))
+    )
+    return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
+
+
+@functools.cache
+def _run_library(signature_dirs: tuple[Path, ...]) -> list[Signature]:
+    """The library the hosts of one run share (cleared when the run ends)."""
+    return load_library(signature_dirs)
+
+
+def _each_host(
+    hosts: list[tuple[source.HostId, source.JournalLocation]],
+    query: source.JournalQuery,
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    progress: Say | None,
+    jobs: int,
+) -> list[HostDone]:
+    """Each host diagnosed, in host order; ``progress`` told as each one is done."""
     work = [
         (host, replace(query, location=location), options, signature_dirs, hang_after)
         for host, location in hosts
@@ -160,25 +204,7 @@ def _diagnose_hosts(
     else:
         for index, item in enumerate(work):
             finished(index, _diagnose_host(*item))
-    results: dict[str, JournalResult] = {}
-    for label, result, warnings in filter(None, done):  # in host order, whoever finished first
-        for warning in warnings:
-            warn(warning)
-        if result is not None:
-            results[label] = result
-    if len(results) <= 1:
-        scope = source.choose(query, source.open_backend(query.location, options.reader))
-        return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
-    diagnosis = summarize_fleet(
-        {host: r.diagnosis for host, r in results.items()},
-        DEFAULT_SKEW_TOLERANCE_S if options.clock_skew is None else options.clock_skew,
-    )
-    decisive = (
-        results[diagnosis.fleet.primary_host]
-        if diagnosis.fleet and diagnosis.fleet.primary_host
-        else next(iter(results.values()))
-    )
-    return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
+    return [outcome for outcome in done if outcome is not None]
 
 
 HostDone = tuple[str, JournalResult | None, list[str]]
@@ -207,7 +233,10 @@ def _diagnose_host(
     backend = source.open_backend(query.location, options.reader)
     try:
         scope = source.choose(query, backend)
-        result = diagnose_scope(scope, query, options, signature_dirs, hang_after, warnings.append)
+        library = _run_library(tuple(signature_dirs))
+        result = diagnose_scope(
+            scope, query, options, signature_dirs, hang_after, warnings.append, library
+        )
     except UserError:
         return host.label, None, warnings
     kept = replace(result.scope, stream=source.read_nothing, records=[])
@@ -221,15 +250,19 @@ def diagnose_scope(
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Say,
+    library: list[Signature] | None = None,
 ) -> JournalResult:
     """Diagnose the records of ``scope`` (read for ``query``): the engine, the GPU snapshot
     when the journal is this machine's, and the patches against the unit's config.
+    ``library``: the signatures, already loaded from ``signature_dirs``.
 
     Records already read (``scope.records``) are used as they are; otherwise the scope is
     streamed through the library's needle pre-filter, so only entries that can matter are
     turned into records (a million-entry journal costs little more than reading it)."""
     engine = engine_for(
-        load_library(signature_dirs), hang_after=hang_after, engine_version=options.engine_version
+        library if library is not None else load_library(signature_dirs),
+        hang_after=hang_after,
+        engine_version=options.engine_version,
     )
     records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
