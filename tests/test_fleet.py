@@ -252,7 +252,20 @@ def test_each_host_of_a_directory_is_read_from_its_own_files(tmp_path: Path, rea
     machine.mkdir()
     (directory / "gpu-node-22-oom.journal").rename(machine / "system@0001-0002.journal~")
     (directory / "notes").mkdir()  # neither a journal file nor a machine's directory
-    hosts = journal.host_locations(journal.JournalLocation(directory=directory), reader)
+    (directory / "corrupt.journal").write_bytes(b"not a journal file\n" * 64)
+    said: list[str] = []
+    hosts = journal.host_locations(
+        journal.JournalLocation(directory=directory), reader, said.append
+    )
+    # left out, as journalctl leaves it out (it says so itself; systemd-python refuses it)
+    assert said == (
+        []
+        if reader == "journalctl"
+        else [
+            f"{directory / 'corrupt.journal'}: "
+            "cannot open the journal: [Errno 74] Bad message: left out"
+        ]
+    )
     assert [(h.label, [p.relative_to(directory) for p in where.files]) for h, where in hosts] == [
         ("gpu-node-07", [Path("healthy-sglang.journal")]),
         ("gpu-node-21", [Path("gpu-node-21-oom.journal")]),

@@ -28,7 +28,7 @@ def test_a_host_that_runs_out_of_the_shared_budget_gives_its_events_back() -> No
     one_unit = ONE_UNIT.read_text()  # gpu-node-07: one service
     ample = KeptBudget(1000)
     _split([one_unit], ample)
-    assert 10 < ample.size - ample.left  # it keeps more than 10 events, waiting for a second
+    assert ample.size - ample.left > 10  # it keeps more than 10 events, waiting for a second
     budget = KeptBudget(10)
     splitters = _split([one_unit, TWO_UNITS.read_text()], budget)
     assert budget.left == 10  # what gpu-node-07 kept went back; gpu-node-04 split and replayed

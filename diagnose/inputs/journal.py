@@ -615,18 +615,28 @@ def journal_files(directory: Path) -> list[Path]:
 
 
 def host_locations(
-    location: JournalLocation, prefer: str | None = None
+    location: JournalLocation,
+    prefer: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[tuple[HostId, JournalLocation]]:
     """The hosts of a journal given as files or a directory, sorted, each with where its
     entries are: only the files that hold them. Files are opened one at a time, and a host's
     reader opens its own files (one, as journal-remote writes them), not every host's: the
-    memory and time a host costs do not grow with the number of hosts."""
+    memory and time a host costs do not grow with the number of hosts. A file of a directory
+    that cannot be opened (corrupted) is left out, as journalctl does, and ``warn`` told."""
     files = location.files or (journal_files(location.directory) if location.directory else [])
     machines: list[tuple[str, str]] = []
     names: list[str] = []
     held: list[tuple[Path, set[str], set[str]]] = []
     for path in files:
-        pairs, file_names = open_backend(JournalLocation([path]), prefer).machines()
+        try:
+            pairs, file_names = open_backend(JournalLocation([path]), prefer).machines()
+        except UserError as error:
+            if location.files:
+                raise
+            if warn is not None:
+                warn(f"{error.message}: left out")
+            continue
         machines += pairs
         names += file_names
         held.append((path, set(file_names), {machine for _, machine in pairs}))

@@ -117,7 +117,7 @@ def diagnose_journal(
     diagnosed."""
     query = journal_query(options)
     hosts = (
-        source.host_locations(query.location, options.reader)
+        source.host_locations(query.location, options.reader, warn)
         if options.files or options.directory
         else []
     )
