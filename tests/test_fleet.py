@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -316,3 +320,76 @@ def test_the_hosts_of_a_run_share_one_loaded_library(
         report = diagnose_journal(options, [], None, lambda _: None).diagnosis
         assert report.fleet is not None and len(report.fleet.findings) == 1
     assert loads == [(), ()]
+
+
+def _rfc3339(usec: str) -> str:
+    """A journal time as Loki and Elasticsearch print it: RFC 3339 in UTC, the fraction cut."""
+    whole, fraction = divmod(int(usec), 1_000_000)
+    stamp = datetime.fromtimestamp(whole, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{fraction:06d}".rstrip("0")
+    return stamp + (f".{digits}" if digits else "") + "Z"
+
+
+@pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash") is None, reason="jq")
+def test_the_readme_loki_and_elasticsearch_recipes_give_the_saved_logs_report(
+    tmp_path: Path, in_repo
+) -> None:
+    fixtures = [HEALTHY, *map(str, sorted(FLEET.glob("gpu-node-2*-oom.journal.txt")))]
+    entries = sorted(
+        (
+            entry
+            for name in fixtures
+            for entry in journalgen.entries_from_short(
+                Path(name).read_text(), "sglang-qwen.service"
+            )
+        ),
+        key=lambda e: int(e["__REALTIME_TIMESTAMP"]),
+    )
+    loki, loki_json, hits = [], [], []
+    for entry in entries:  # what each store hands back for these entries
+        stamp = _rfc3339(entry["__REALTIME_TIMESTAMP"])
+        labels = {
+            "host": entry["_HOSTNAME"],
+            "unit": entry["_SYSTEMD_UNIT"],
+            "syslog_identifier": entry["SYSLOG_IDENTIFIER"],
+        }
+        fields = {k: v for k, v in entry.items() if not k.startswith("__")}
+        loki.append({"labels": labels, "line": entry["MESSAGE"], "timestamp": stamp})
+        loki_json.append({"labels": labels, "line": json.dumps(fields), "timestamp": stamp})
+        source = {
+            "@timestamp": stamp,
+            "message": entry["MESSAGE"],
+            "host": {"hostname": entry["_HOSTNAME"]},
+            "systemd": {"unit": entry["_SYSTEMD_UNIT"]},
+            "syslog": {"identifier": entry["SYSLOG_IDENTIFIER"]},
+            "process": {"pid": int(entry["_PID"])},
+        }
+        hits.append({"_source": source})
+    for name, lines in (("loki", loki), ("loki-json", loki_json)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "es.json").write_text(json.dumps({"hits": {"hits": hits}}))
+    readme = Path("README.md").read_text(encoding="utf-8")
+    recipes = readme.split("### Feeding it from elsewhere", 1)[1].split("```sh\n")[2]
+    recipes = recipes.split("\n```", 1)[0]
+    json_line = re.search(r"#   (jq -c .*)", recipes)
+    assert json_line, "the README lost its promtail json: true recipe"
+    script = f"""
+        cd {tmp_path}
+        logcli() {{ cat loki.jsonl; }}
+        curl() {{ cat es.json; }}
+        diagnose() {{  # each report in its own file (a pipeline's last command is a subshell)
+            local done=$(ls report-*.json 2>/dev/null | wc -l)
+            "{sys.executable}" -m diagnose "$@" -f json > report-$((done + 1)).json
+            echo $? >> codes
+        }}
+        {recipes}
+        cat loki-json.jsonl | {json_line.group(1)} | diagnose file -
+    """
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert (tmp_path / "codes").read_text().split() == ["1", "1", "1"], run.stderr  # findings
+    _, saved = _json(fixtures)
+    for number in (1, 2, 3):
+        report = json.loads((tmp_path / f"report-{number}.json").read_text())
+        assert report["fleet"]["findings"] == saved["fleet"]["findings"]
+        assert report["fleet"]["healthy"] == ["gpu-node-07"]
+        assert [h["primary"] for h in report["hosts"]] == [h["primary"] for h in saved["hosts"]]
