@@ -1,9 +1,9 @@
 """Fleet benchmark: N hosts x M lines of saved journal exports through ``diagnose file``, or
 with ``--journal`` a journal-remote directory of N hosts through ``diagnose journal -D``.
 
-Each host's log is the head of the generator's realistic SGLang export (benchmarks/generate_log.py:
-startup, then mostly batch and access lines) cut to M lines, with the host field
-renamed; every host is one file (with ``--journal``, one real journal file made by
+Each host's log is the generator's realistic SGLang export (benchmarks/generate_log.py:
+startup, mostly batch and access lines, failures near the end) cut to M lines (its head and
+its tail), with the host field renamed; every host is one file (with ``--journal``, one real journal file made by
 systemd-journal-remote from it, as journal-upload fills a directory, written once and kept
 under ``--data-dir``). One fresh ``diagnose`` process per size; prints wall time and peak
 memory: the largest process's maximum RSS, and the whole process tree's (``diagnose``, its
@@ -24,7 +24,6 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from itertools import islice
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,17 +38,15 @@ SAMPLE_S = 0.02
 
 
 def host_lines(lines: int, directory: Path) -> list[str]:
-    """The first ``lines`` lines of a generated log (host field ``HOST``)."""
+    """``lines`` lines of a generated log (host field ``HOST``): its head and its tail, so
+    every host starts, serves and fails (the generator plants failures near the end)."""
     template = directory / f"template-{lines}.log"
     generate(lines * BYTES_PER_LINE, template)
-    with template.open() as handle:
-        head = list(islice(handle, lines))
+    written = template.read_text().splitlines(keepends=True)
     template.unlink()
-    if len(head) < lines:
-        raise SystemExit(
-            f"the generator wrote {len(head)} lines, not {lines}: raise BYTES_PER_LINE"
-        )
-    return head
+    if len(written) < lines:
+        raise SystemExit(f"the generator wrote {len(written)} lines, not {lines}")
+    return written[: lines // 2] + written[len(written) - (lines - lines // 2) :]
 
 
 def renamed(head: list[str], index: int) -> str:
@@ -80,7 +77,7 @@ def _write_host_journal(head: list[str], index: int, remote: Path) -> None:
 
 def journal_dir(hosts: int, lines: int, data_dir: Path, jobs: int) -> Path:
     """A journal-remote directory of ``hosts`` hosts, written once (``jobs`` processes)."""
-    remote = data_dir / f"fleet-journal-{hosts}x{lines}"
+    remote = data_dir / f"fleet-journal-{hosts}x{lines}-ends"
     if remote.is_dir():
         return remote
     data_dir.mkdir(parents=True, exist_ok=True)
