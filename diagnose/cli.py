@@ -146,6 +146,10 @@ def _warn(message: str) -> None:
     typer.echo(f"diagnose: warning: {message}", err=True)
 
 
+def _say_host(line: str) -> None:
+    typer.echo(f"diagnose: host {line}", err=True)
+
+
 def _emit(
     diagnosis: "Diagnosis", fmt: Format, output: Path | None, no_redact: bool, patch_only: bool
 ) -> None:
@@ -318,6 +322,14 @@ def journal_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="A line on stderr as each host of a many-host journal is diagnosed (default: "
+            "when stderr is a terminal).",
+        ),
+    ] = None,
 ) -> None:
     """Diagnose a unit from the journal: its last failed start, patched against its config.
 
@@ -345,8 +357,16 @@ def journal_command(
         clock_skew=_duration(clock_skew, "--clock-skew"),
         jobs=jobs,
     )
+    if progress is None:
+        from diagnose.render.terminal import terminal
+
+        progress = terminal(os.environ, sys.stderr.isatty()).live
     result = diagnose_journal(
-        options, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+        options,
+        signature_dirs or [],
+        _duration(hang_after, "--hang-after"),
+        _warn,
+        _say_host if progress else None,
     )
     typer.echo(f"diagnose: {result.scope.describe()}", err=True)
     _emit(result.diagnosis, fmt, output, no_redact, patch_only)

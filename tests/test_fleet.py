@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from diagnose.core.fleet import deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
+from diagnose.inputs import journal
 from diagnose.inputs.files import LogInput
+from diagnose.library import load_library
 from diagnose.runs.journal import JournalOptions, diagnose_journal
 from tests import journalgen
 from tests.conftest import feed, invoke
@@ -119,15 +125,23 @@ def _remote_directory(directory: Path, fixtures: list[str]) -> Path:
     return directory
 
 
-@needs_journal_remote
-@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
-def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader) -> None:
-    if reader == "systemd-python":
+@pytest.fixture(params=["systemd-python", "journalctl"])
+def reader(request: pytest.FixtureRequest) -> str:
+    """Each journal reader in turn (systemd-python when installed)."""
+    if request.param == "systemd-python":
         pytest.importorskip("systemd.journal")
+    return str(request.param)
+
+
+def _three_hosts(tmp_path: Path) -> Path:
+    """A journal-remote directory of gpu-node-07 (healthy), gpu-node-21 and -22 (failed)."""
     fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
-    directory = _remote_directory(
-        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
-    )
+    return _remote_directory(tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures])
+
+
+@needs_journal_remote
+def test_a_journal_remote_directory_is_diagnosed_host_by_host(tmp_path: Path, reader: str) -> None:
+    directory = _three_hosts(tmp_path)
     options = JournalOptions(unit="sglang-qwen", directory=directory, reader=reader, gpu=False)
     report = diagnose_journal(options, [], None, lambda _: None).diagnosis
     assert report.fleet is not None and report.hosts is not None
@@ -183,12 +197,9 @@ def test_the_deployment_is_read_from_either_engines_arguments(
 
 
 @needs_journal_remote
-@pytest.mark.parametrize("reader", ["systemd-python", "journalctl"])
 def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
-    tmp_path: Path, reader
+    tmp_path: Path, reader: str
 ) -> None:
-    if reader == "systemd-python":
-        pytest.importorskip("systemd.journal")
     directory = tmp_path / "remote"
     directory.mkdir()
     machines = {  # two clones of one image, both named gpu-node, and one other host
@@ -222,10 +233,7 @@ def test_machines_that_share_a_hostname_are_told_apart_by_machine_id(
 
 @needs_journal_remote
 def test_hosts_diagnosed_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
-    fixtures = [HEALTHY, *(f"fleet/gpu-node-2{n}-oom.journal.txt" for n in (1, 2))]
-    directory = _remote_directory(
-        tmp_path / "remote", [f.removeprefix("fixtures/") for f in fixtures]
-    )
+    directory = _three_hosts(tmp_path)
     reports = []
     for jobs in (1, 2, 3):
         options = JournalOptions(
@@ -239,3 +247,149 @@ def test_hosts_diagnosed_in_worker_processes_give_the_same_report(tmp_path: Path
         "gpu-node-21",
         "gpu-node-22",
     ]
+
+
+@needs_journal_remote
+def test_each_host_of_a_directory_is_read_from_its_own_files(tmp_path: Path, reader: str) -> None:
+    directory = _three_hosts(tmp_path)
+    machine = directory / journalgen.MACHINE_ID  # a journal's own layout: MACHINE_ID/*.journal
+    machine.mkdir()
+    (directory / "gpu-node-22-oom.journal").rename(machine / "system@0001-0002.journal~")
+    (directory / "notes").mkdir()  # neither a journal file nor a machine's directory
+    (directory / "corrupt.journal").write_bytes(b"not a journal file\n" * 64)
+    said: list[str] = []
+    hosts = journal.host_locations(
+        journal.JournalLocation(directory=directory), reader, said.append
+    )
+    # left out, as journalctl leaves it out (it says so itself; systemd-python refuses it)
+    assert said == (
+        []
+        if reader == "journalctl"
+        else [
+            f"{directory / 'corrupt.journal'}: "
+            "cannot open the journal: [Errno 74] Bad message: left out"
+        ]
+    )
+    assert [(h.label, [p.relative_to(directory) for p in where.files]) for h, where in hosts] == [
+        ("gpu-node-07", [Path("healthy-sglang.journal")]),
+        ("gpu-node-21", [Path("gpu-node-21-oom.journal")]),
+        ("gpu-node-22", [machine.relative_to(directory) / "system@0001-0002.journal~"]),
+    ]
+    assert [(where.host, where.directory) for _, where in hosts] == [
+        ("gpu-node-07", None),
+        ("gpu-node-21", None),
+        ("gpu-node-22", None),
+    ]
+
+
+@needs_journal_remote
+def test_progress_names_each_host_on_stderr_never_in_the_report(tmp_path: Path) -> None:
+    directory = _three_hosts(tmp_path)
+    args = ["journal", "-u", "sglang-qwen", "-D", str(directory), "-f", "json", "--no-gpu"]
+    shown = invoke([*args, "--progress", "-j", "1"])
+    assert shown.exit_code == 1
+    lines = [line for line in shown.stderr.splitlines() if line.startswith("diagnose: host ")]
+    assert lines == [
+        "diagnose: host 1/3 gpu-node-07: healthy",
+        "diagnose: host 2/3 gpu-node-21: failed (model-too-large-for-tp)",
+        "diagnose: host 3/3 gpu-node-22: failed (model-too-large-for-tp)",
+    ]
+    assert "diagnose: host" not in shown.stdout
+    assert json.loads(shown.stdout)["fleet"]["healthy"] == ["gpu-node-07"]
+    quiet = invoke(args)  # stderr is no terminal here: no progress unless asked
+    assert "diagnose: host" not in quiet.stderr
+    assert json.loads(quiet.stdout) == json.loads(shown.stdout)
+
+
+@needs_journal_remote
+def test_the_hosts_of_a_run_share_one_loaded_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = _three_hosts(tmp_path)
+    loads: list[tuple[Path, ...]] = []
+
+    def counted(dirs: tuple[Path, ...]) -> list:
+        loads.append(dirs)
+        return load_library(dirs)
+
+    monkeypatch.setattr("diagnose.runs.journal.load_library", counted)
+    options = JournalOptions(
+        unit="sglang-qwen", directory=directory, reader="journalctl", gpu=False, jobs=1
+    )
+    for _ in range(2):  # a second run loads it again: signatures may have changed meanwhile
+        report = diagnose_journal(options, [], None, lambda _: None).diagnosis
+        assert report.fleet is not None and len(report.fleet.findings) == 1
+    assert loads == [(), ()]
+
+
+def _rfc3339(usec: str) -> str:
+    """A journal time as Loki and Elasticsearch print it: RFC 3339 in UTC, the fraction cut."""
+    whole, fraction = divmod(int(usec), 1_000_000)
+    stamp = datetime.fromtimestamp(whole, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{fraction:06d}".rstrip("0")
+    return stamp + (f".{digits}" if digits else "") + "Z"
+
+
+@pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash") is None, reason="jq")
+def test_the_readme_loki_and_elasticsearch_recipes_give_the_saved_logs_report(
+    tmp_path: Path, in_repo
+) -> None:
+    fixtures = [HEALTHY, *map(str, sorted(FLEET.glob("gpu-node-2*-oom.journal.txt")))]
+    entries = sorted(
+        (
+            entry
+            for name in fixtures
+            for entry in journalgen.entries_from_short(
+                Path(name).read_text(), "sglang-qwen.service"
+            )
+        ),
+        key=lambda e: int(e["__REALTIME_TIMESTAMP"]),
+    )
+    loki, loki_json, hits = [], [], []
+    for entry in entries:  # what each store hands back for these entries
+        stamp = _rfc3339(entry["__REALTIME_TIMESTAMP"])
+        labels = {
+            "host": entry["_HOSTNAME"],
+            "unit": entry["_SYSTEMD_UNIT"],
+            "syslog_identifier": entry["SYSLOG_IDENTIFIER"],
+        }
+        fields = {k: v for k, v in entry.items() if not k.startswith("__")}
+        loki.append({"labels": labels, "line": entry["MESSAGE"], "timestamp": stamp})
+        loki_json.append({"labels": labels, "line": json.dumps(fields), "timestamp": stamp})
+        source = {
+            "@timestamp": stamp,
+            "message": entry["MESSAGE"],
+            "host": {"hostname": entry["_HOSTNAME"]},
+            "systemd": {"unit": entry["_SYSTEMD_UNIT"]},
+            "syslog": {"identifier": entry["SYSLOG_IDENTIFIER"]},
+            "process": {"pid": int(entry["_PID"])},
+        }
+        hits.append({"_source": source})
+    for name, lines in (("loki", loki), ("loki-json", loki_json)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "es.json").write_text(json.dumps({"hits": {"hits": hits}}))
+    readme = Path("README.md").read_text(encoding="utf-8")
+    recipes = readme.split("### Feeding it from elsewhere", 1)[1].split("```sh\n")[2]
+    recipes = recipes.split("\n```", 1)[0]
+    json_line = re.search(r"#   (jq -c .*)", recipes)
+    assert json_line, "the README lost its promtail json: true recipe"
+    script = f"""
+        cd {tmp_path}
+        logcli() {{ cat loki.jsonl; }}
+        curl() {{ cat es.json; }}
+        diagnose() {{  # each report in its own file (a pipeline's last command is a subshell)
+            local done=$(ls report-*.json 2>/dev/null | wc -l)
+            "{sys.executable}" -m diagnose "$@" -f json > report-$((done + 1)).json
+            echo $? >> codes
+        }}
+        {recipes}
+        cat loki-json.jsonl | {json_line.group(1)} | diagnose file -
+    """
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert (tmp_path / "codes").read_text().split() == ["1", "1", "1"], run.stderr  # findings
+    _, saved = _json(fixtures)
+    for number in (1, 2, 3):
+        report = json.loads((tmp_path / f"report-{number}.json").read_text())
+        assert report["fleet"]["findings"] == saved["fleet"]["findings"]
+        assert report["fleet"]["healthy"] == ["gpu-node-07"]
+        assert [h["primary"] for h in report["hosts"]] == [h["primary"] for h in saved["hosts"]]

@@ -11,7 +11,7 @@ from pathlib import Path
 from diagnose.core.errors import UserError
 from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
-from diagnose.core.split import UnitSplitter
+from diagnose.core.split import KeptBudget, UnitSplitter
 from diagnose.inputs.files import LogInput, default_jobs
 from diagnose.inputs.pipeline import run_logs_by_host
 from diagnose.library import engine_for, load_library
@@ -42,12 +42,14 @@ def diagnose_files(
             )
         arguments = ["-"]
     library = load_library(signature_dirs)
+    budget = KeptBudget()  # one for every host: memory does not grow with their number
 
     def new_engine() -> UnitSplitter:
         return UnitSplitter(
             lambda: engine_for(
                 library, hang_after=hang_after, engine_version=engine_version, knowledge=knowledge
-            )
+            ),
+            budget,
         )
 
     logs = [LogInput.from_argument(argument) for argument in arguments]

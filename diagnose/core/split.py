@@ -13,8 +13,10 @@ service it belongs to:
   yet, when its first line that an engine prints arrives (a text export does not say more);
 - the kernel's lines, and lines of processes no service claimed, go to every service.
 
-Memory stays bounded: the events kept before a second service appears are capped; past the
-cap the input is diagnosed as one incident and a note says why.
+Memory stays bounded: the events kept before a second service appears are capped, for the
+whole input however many hosts it names (their splitters share one :class:`KeptBudget`); a
+splitter that runs out gives its events up, and if a second service appears after that, its
+input is diagnosed as one incident and a note says why.
 """
 
 from __future__ import annotations
@@ -29,17 +31,26 @@ from diagnose.core.records import Event
 from diagnose.core.tracebacks import TRACEBACK_START
 
 MAX_KEPT_EVENTS = 50_000
-"""Events kept for a replay until a second service appears."""
+"""Events kept for a replay until a second service appears, all hosts of an input together."""
 _EVERYONE = "\0every unit"
 _STARTS = ("Started ", "Starting ")
 
 
+class KeptBudget:
+    """How many more events the splitters of one input may keep for a replay."""
+
+    def __init__(self, events: int = MAX_KEPT_EVENTS) -> None:
+        self.size = events
+        self.left = events
+
+
 class UnitSplitter:
     """Feed events, then finish: one diagnosis, with one per service in ``units`` when the
-    input holds several."""
+    input holds several. The splitters of one input's hosts share ``budget``."""
 
-    def __init__(self, make_engine: Callable[[], Engine]) -> None:
+    def __init__(self, make_engine: Callable[[], Engine], budget: KeptBudget | None = None) -> None:
         self._make_engine = make_engine
+        self._budget = budget or KeptBudget()
         self.engine = make_engine()
         """The engine that sees every event: the report of a single-unit input."""
         self._units: list[str] = []
@@ -69,13 +80,11 @@ class UnitSplitter:
         if self._per_unit:
             self._send(unit, event)
         elif self._kept is not None:
-            self._kept.append((unit, event))
-            if len(self._kept) > MAX_KEPT_EVENTS:
-                self._kept = None
-                self.notes.append(
-                    f"more than {MAX_KEPT_EVENTS} events before a second service appeared: "
-                    "the input was diagnosed as one incident"
-                )
+            if self._budget.left:
+                self._kept.append((unit, event))
+                self._budget.left -= 1
+            else:
+                self._give_up_kept()
 
     def _route(self, event: Event) -> str | None:
         """The service ``event`` belongs to; ``_EVERYONE`` for lines every service sees;
@@ -105,14 +114,25 @@ class UnitSplitter:
         self._guessed = True
         return unit
 
+    def _give_up_kept(self) -> None:
+        """No replay: the kept events go back to the budget, for the other hosts."""
+        if self._kept is not None:
+            self._budget.left += len(self._kept)
+            self._kept = None
+
     def _split(self) -> None:
         if self._kept is None:
+            self.notes.append(
+                f"{self._units[1]} appeared after more events than are kept for a replay "
+                f"({self._budget.size}, all hosts together): the input was diagnosed as one "
+                "incident"
+            )
             return
         for name in self._units:
             self._per_unit[name] = self._make_engine()
         for unit, event in self._kept:
             self._send(unit, event)
-        self._kept = None
+        self._give_up_kept()
 
     def _send(self, unit: str | None, event: Event) -> None:
         if unit in self._per_unit:
@@ -131,7 +151,8 @@ class UnitSplitter:
         """The single engine's diagnosis; for several services, the first that failed (or
         the first one) with every service's diagnosis in ``units``."""
         if not self._per_unit:
-            return self.engine.finish(observed_until=observed_until, inputs=inputs)
+            diagnosis = self.engine.finish(observed_until=observed_until, inputs=inputs)
+            return diagnosis.model_copy(update={"notes": [*diagnosis.notes, *self.notes]})
         each = [
             engine.finish(observed_until=observed_until, inputs=inputs).model_copy(
                 update={"unit": unit}

@@ -187,8 +187,9 @@ class Backend(Protocol):
         """Boot IDs, oldest first."""
         ...
 
-    def hosts(self) -> list[HostId]:
-        """The machines the journal holds entries of, sorted (see ``distinct_hosts``)."""
+    def machines(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """Each machine's ``(hostname, machine ID)`` (the name one of its entries gives), and
+        every host name the journal holds: what ``distinct_hosts`` makes hosts of."""
         ...
 
 
@@ -404,12 +405,15 @@ class PythonBackend:
         finally:
             reader.close()
 
-    def hosts(self) -> list[HostId]:
+    def machines(self) -> tuple[list[tuple[str, str]], list[str]]:
         reader = self._open()
         try:
-            machines = []
+            names = _unique(reader, "_HOSTNAME")
             ids = _unique(reader, "_MACHINE_ID")
-            for machine in ids if len(ids) > 1 else []:  # one machine: its names are its hosts
+            if len(ids) == 1 and len(names) == 1:  # journal-remote's file of one host
+                return [(names[0], ids[0])], names
+            machines = []
+            for machine in ids:
                 reader.flush_matches()
                 reader.add_match(f"_MACHINE_ID={machine}")
                 reader.seek_head()
@@ -420,7 +424,7 @@ class PythonBackend:
                         continue
                     machines.append((name.decode("utf-8", "replace"), machine))
                     break
-            return distinct_hosts(machines, _unique(reader, "_HOSTNAME"))
+            return machines, names
         finally:
             reader.close()
 
@@ -533,10 +537,13 @@ class JournalctlBackend:
         for index in chosen:
             yield batch[index]
 
-    def hosts(self) -> list[HostId]:
-        machines = []
+    def machines(self) -> tuple[list[tuple[str, str]], list[str]]:
+        names = self._field_values("_HOSTNAME")
         ids = self._field_values("_MACHINE_ID")
-        for machine in ids if len(ids) > 1 else []:  # one machine: its names are its hosts
+        if len(ids) == 1 and len(names) == 1:  # journal-remote's file of one host
+            return [(names[0], ids[0])], names
+        machines = []
+        for machine in ids:
             last_entry = ["-n", "1", "-o", "json", "--output-fields=_HOSTNAME"]
             newest = subprocess.run(
                 [*self._base(), *last_entry, f"_MACHINE_ID={machine}"],
@@ -547,7 +554,7 @@ class JournalctlBackend:
             name = json.loads(newest).get("_HOSTNAME") if newest.startswith("{") else None
             if isinstance(name, str):
                 machines.append((name, machine))
-        return distinct_hosts(machines, self._field_values("_HOSTNAME"))
+        return machines, names
 
     def _field_values(self, name: str) -> list[str]:
         result = subprocess.run(
@@ -579,6 +586,78 @@ class JournalctlBackend:
 
 
 LIST_BOOTS_TIMEOUT_S = 60
+_MACHINE_DIRECTORY = re.compile(r"^[0-9a-f]{32}(?:\.\S+)?$")
+
+
+def journal_files(directory: Path) -> list[Path]:
+    """The journal files a reader of ``directory`` opens: its own, and those of its
+    subdirectories named by a machine ID (``/var/log/journal/MACHINE_ID``, optionally with a
+    namespace), archived ones (``.journal~``) included."""
+
+    def journals(folder: Path) -> list[Path]:
+        return sorted(
+            path
+            for path in folder.iterdir()
+            if path.name.endswith((".journal", ".journal~")) and path.is_file()
+        )
+
+    try:
+        found = journals(directory)
+        for folder in sorted(directory.iterdir()):
+            if _MACHINE_DIRECTORY.match(folder.name) and folder.is_dir():
+                found += journals(folder)
+    except OSError as error:
+        raise UserError(
+            f"{directory}: cannot list the journal directory: {error}",
+            help="check the path, and that you may read it (sudo, systemd-journal group)",
+        ) from None
+    return found
+
+
+def host_locations(
+    location: JournalLocation,
+    prefer: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[tuple[HostId, JournalLocation]]:
+    """The hosts of a journal given as files or a directory, sorted, each with where its
+    entries are: only the files that hold them. Files are opened one at a time, and a host's
+    reader opens its own files (one, as journal-remote writes them), not every host's: the
+    memory and time a host costs do not grow with the number of hosts. A file of a directory
+    that cannot be opened (corrupted) is left out, as journalctl does, and ``warn`` told."""
+    files = location.files or (journal_files(location.directory) if location.directory else [])
+    machines: list[tuple[str, str]] = []
+    names: list[str] = []
+    held: list[tuple[Path, set[str], set[str]]] = []
+    for path in files:
+        try:
+            pairs, file_names = open_backend(JournalLocation([path]), prefer).machines()
+        except UserError as error:
+            if location.files:
+                raise
+            if warn is not None:
+                warn(f"{error.message}: left out")
+            continue
+        machines += pairs
+        names += file_names
+        held.append((path, set(file_names), {machine for _, machine in pairs}))
+    return [
+        (
+            host,
+            replace(
+                location,
+                files=[
+                    path
+                    for path, has_names, has_machines in held
+                    if host.name in has_names
+                    and (host.machine_id is None or host.machine_id in has_machines)
+                ],
+                directory=None,
+                host=host.name,
+                machine_id=host.machine_id,
+            ),
+        )
+        for host in distinct_hosts(machines, names)
+    ]
 
 
 def open_backend(location: JournalLocation, prefer: str | None = None) -> Backend:

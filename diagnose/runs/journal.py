@@ -3,10 +3,11 @@ real journal, scoped to the failed start, patched against the unit that really r
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +17,7 @@ from diagnose.core.errors import UserError
 from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
+from diagnose.core.signature import Signature
 from diagnose.core.units import unit_name
 from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
@@ -105,38 +107,47 @@ def _stamp(usec: int | None) -> datetime | None:
 
 
 def diagnose_journal(
-    options: JournalOptions, signature_dirs: list[Path], hang_after: float | None, warn: Say
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Say,
+    progress: Say | None = None,
 ) -> JournalResult:
+    """``progress``, when given, is told one line per host of a many-host journal as each is
+    diagnosed."""
     query = journal_query(options)
-    backend = source.open_backend(query.location, options.reader)
-    hosts = backend.hosts() if options.files or options.directory else []
+    hosts = (
+        source.host_locations(query.location, options.reader, warn)
+        if options.files or options.directory
+        else []
+    )
     if len(hosts) > 1:
-        return _diagnose_hosts(hosts, query, options, signature_dirs, hang_after, warn)
-    scope = source.choose(query, backend)
+        return _diagnose_hosts(hosts, query, options, signature_dirs, hang_after, warn, progress)
+    scope = source.choose(query, source.open_backend(query.location, options.reader))
     return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
 
 
 def _diagnose_hosts(
-    hosts: list[source.HostId],
+    hosts: list[tuple[source.HostId, source.JournalLocation]],
     query: source.JournalQuery,
     options: JournalOptions,
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Say,
+    progress: Say | None,
 ) -> JournalResult:
     """A journal of several hosts (journal-remote's directory): the single-host diagnosis
     once per host that ran the unit (in worker processes when ``options.jobs`` allows),
-    summed up into fleet findings."""
+    summed up into fleet findings. A host's reader is closed once it is read and only its
+    diagnosis is kept: memory is that of ``jobs`` hosts at a time, whatever their number."""
     jobs = min(options.jobs or default_jobs(), len(hosts))
-    work = [(host, query, options, signature_dirs, hang_after) for host in hosts]
-    if jobs > 1 and hasattr(os, "fork"):
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            done = list(pool.map(_diagnose_host, *zip(*work, strict=True)))
-    else:
-        done = [_diagnose_host(*item) for item in work]
+    _run_library(tuple(signature_dirs))  # loaded once, before the workers fork
+    try:
+        done = _each_host(hosts, query, options, signature_dirs, hang_after, progress, jobs)
+    finally:
+        _run_library.cache_clear()
     results: dict[str, JournalResult] = {}
-    for label, result, warnings in done:  # in host order, whichever process finished first
+    for label, result, warnings in done:  # in host order, whoever finished first
         for warning in warnings:
             warn(warning)
         if result is not None:
@@ -156,24 +167,75 @@ def _diagnose_hosts(
     return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
 
 
+@functools.cache
+def _run_library(signature_dirs: tuple[Path, ...]) -> list[Signature]:
+    """The library the hosts of one run share (cleared when the run ends)."""
+    return load_library(signature_dirs)
+
+
+def _each_host(
+    hosts: list[tuple[source.HostId, source.JournalLocation]],
+    query: source.JournalQuery,
+    options: JournalOptions,
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    progress: Say | None,
+    jobs: int,
+) -> list[HostDone]:
+    """Each host diagnosed, in host order; ``progress`` told as each one is done."""
+    work = [
+        (host, replace(query, location=location), options, signature_dirs, hang_after)
+        for host, location in hosts
+    ]
+    done: list[HostDone | None] = [None] * len(work)
+
+    def finished(index: int, outcome: HostDone) -> None:
+        done[index] = outcome
+        if progress is not None:
+            count = sum(d is not None for d in done)
+            progress(f"{count}/{len(done)} {_host_progress(*outcome)}")
+
+    if jobs > 1 and hasattr(os, "fork"):
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            futures = {pool.submit(_diagnose_host, *item): i for i, item in enumerate(work)}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
+    else:
+        for index, item in enumerate(work):
+            finished(index, _diagnose_host(*item))
+    return [outcome for outcome in done if outcome is not None]
+
+
+HostDone = tuple[str, JournalResult | None, list[str]]
+"""One host's label, its result (None when it has no entries of the unit) and the warnings
+said meanwhile."""
+
+
+def _host_progress(label: str, result: JournalResult | None, warnings: list[str]) -> str:
+    """What a progress line says of a host once it is diagnosed."""
+    if result is None:
+        return f"{label}: no entries of the unit"
+    primary = result.diagnosis.finding(result.diagnosis.primary)
+    return f"{label}: " + (f"failed ({primary.signature})" if primary else "healthy")
+
+
 def _diagnose_host(
     host: source.HostId,
     query: source.JournalQuery,
     options: JournalOptions,
     signature_dirs: list[Path],
     hang_after: float | None,
-) -> tuple[str, JournalResult | None, list[str]]:
-    """One host of a many-host journal: its label, its result (None when it has no entries
-    of the unit) and the warnings said meanwhile. What a worker process hands back, so the
-    scope keeps no way to read the journal again."""
+) -> HostDone:
+    """One host of a many-host journal, read where ``query.location`` says. What a worker
+    process hands back, so the scope keeps no way to read the journal again."""
     warnings: list[str] = []
-    location = replace(query.location, host=host.name, machine_id=host.machine_id)
-    host_query = replace(query, location=location)
-    backend = source.open_backend(location, options.reader)
+    backend = source.open_backend(query.location, options.reader)
     try:
-        scope = source.choose(host_query, backend)
+        scope = source.choose(query, backend)
+        library = _run_library(tuple(signature_dirs))
         result = diagnose_scope(
-            scope, host_query, options, signature_dirs, hang_after, warnings.append
+            scope, query, options, signature_dirs, hang_after, warnings.append, library
         )
     except UserError:
         return host.label, None, warnings
@@ -188,15 +250,19 @@ def diagnose_scope(
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Say,
+    library: list[Signature] | None = None,
 ) -> JournalResult:
     """Diagnose the records of ``scope`` (read for ``query``): the engine, the GPU snapshot
     when the journal is this machine's, and the patches against the unit's config.
+    ``library``: the signatures, already loaded from ``signature_dirs``.
 
     Records already read (``scope.records``) are used as they are; otherwise the scope is
     streamed through the library's needle pre-filter, so only entries that can matter are
     turned into records (a million-entry journal costs little more than reading it)."""
     engine = engine_for(
-        load_library(signature_dirs), hang_after=hang_after, engine_version=options.engine_version
+        library if library is not None else load_library(signature_dirs),
+        hang_after=hang_after,
+        engine_version=options.engine_version,
     )
     records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
