@@ -238,9 +238,7 @@ class IssueBase:
                     key, wanted = wording.loose
                     if len(wanted) < LOOSE_MIN_WORDS or key not in spoken:
                         continue
-                    blocks = difflib.SequenceMatcher(None, wanted, said, autojunk=False)
-                    matched = sum(block.size for block in blocks.get_matching_blocks())
-                    if matched < len(wanted) or entry.id in found:
+                    if entry.id in found or common_words(wanted, said) < len(wanted):
                         continue
                     record = entry.record
                     found[entry.id] = KnownIssueMatch(
@@ -253,6 +251,13 @@ class IssueBase:
                         own_engine=engine is not None and record.engine == engine,
                     )
         return found
+
+
+def common_words(first: Sequence[str], second: Sequence[str]) -> int:
+    """How many words ``first`` and ``second`` hold in the same order (difflib's matching
+    blocks): a message read against a template whatever its case, quotes and punctuation."""
+    matcher = difflib.SequenceMatcher(None, first, second, autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks())
 
 
 def _search(pattern: regex.Pattern[str], message: str) -> regex.Match[str] | None:

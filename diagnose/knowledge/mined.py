@@ -255,14 +255,16 @@ def registries(engine: str) -> dict[str, Registry]:
     }
 
 
-def first_release_with(engine: str, present: Callable[[str], bool]) -> str | None:
+def first_release_with(engine: str, present: Callable[[str], bool | None]) -> str | None:
     """The oldest mined release from which ``present(version)`` holds through the newest one
-    (None when the newest release lacks it)."""
+    (None when it holds for none of them). A release for which it is None (its tables do not
+    say) counts neither way."""
     first = None
     for version in reversed(versions(engine)):
-        if not present(version):
+        said = present(version)
+        if said is False:
             break
-        first = version
+        first = version if said else first
     return first
 
 

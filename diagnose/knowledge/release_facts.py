@@ -93,7 +93,7 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
         return None  # another engine's flag or values
     name = mined.ENGINE_NAMES[engine]
     installed = _installed(engine, shown, flag, printed)
-    newer = _first_accepting(engine, flag, value)
+    newer = mined.first_release_with(engine, lambda v: accepts(engine, v, flag, value))
     if newer is not None and (installed is None or not at_least(installed, newer)):
         since = f"{name} {newer}" + (
             "" if newer == mined.versions(engine)[0] else ", the first mined release with it"
@@ -119,18 +119,6 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
     ]
     patch = Patch(args_remove=[flag], args_add=[flag, near])
     return _finding(candidate, engine, title, sentences, patch, None)
-
-
-def _first_accepting(engine: str, flag: str, value: str) -> str | None:
-    """The oldest mined release from which ``flag`` takes ``value`` through the newest, a
-    release whose tables do not say (no choices mined) not counting against it."""
-    first = None
-    for version in reversed(mined.versions(engine)):
-        said = accepts(engine, version, flag, value)
-        if said is False:
-            break
-        first = version if said else first
-    return first
 
 
 def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:

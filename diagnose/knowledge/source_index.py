@@ -19,7 +19,6 @@ with the mined templates. Nothing is read until the engine-source tier is asked.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import zlib
@@ -32,7 +31,7 @@ from typing import Any
 
 import regex
 
-from diagnose.knowledge.issue_base import compile_holes, knowledge_dir
+from diagnose.knowledge.issue_base import common_words, compile_holes, knowledge_dir
 from diagnose.knowledge.known_issues import _HOLE
 
 SOURCES = ("sglang", "vllm", "libraries")
@@ -369,9 +368,7 @@ def _reworded(index: SourceIndex, words: set[str], whole: str, message: str) -> 
         if head is None or not whole.startswith(head):
             continue
         fixed = _WORD.findall(" ".join(fixed_runs(template.text)).lower())
-        blocks = difflib.SequenceMatcher(None, said, fixed, autojunk=False).get_matching_blocks()
-        missing = len(said) - sum(block.size for block in blocks)
-        if missing > REWORDED_MAX_MISSING:
+        if len(said) - common_words(said, fixed) > REWORDED_MAX_MISSING:
             continue
         value = re.match(r"[^\s,;]+", whole[len(head) :].lstrip())
         first = next(
