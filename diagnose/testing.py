@@ -66,6 +66,10 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
             got = sorted({f.confidence.value for f in findings})
             if got != [example.confidence.value]:
                 problems.append(f"confidence: expected {example.confidence.value}, got {got}")
+        if example.category is not None:
+            categories = sorted({f.category for f in findings})
+            if categories != [example.category]:
+                problems.append(f"category: expected {example.category}, got {categories}")
     passed = not problems
     return ExampleResult(signature.id, example.name, positive, passed, problems, example.xfail)
 

@@ -146,6 +146,34 @@ def test_harness_reports_missed_lines_wrong_captures_and_unexpected_matches(tmp_
     assert negative.problems == ["expected no finding; matched unexpectedly: line 1: boom again"]
 
 
+def test_categories_follow_the_evidence_and_examples_check_them(tmp_path: Path) -> None:
+    """The first `categories` rule whose conditions hold names the finding's category; an
+    example that states a category fails when the finding has another."""
+    text = _GOOD.replace(
+        "category: unknown\n",
+        "category: unknown\ncategories:\n  - when: [\"what == 'turbine'\"]\n"
+        "    category: gpu_hardware\n",
+    ).replace(
+        "      captures: {what: engine}\n", "      captures: {what: engine}\n      category: X\n"
+    )
+    turbine = text.replace("boom engine", "boom turbine").replace(
+        "{what: engine}", "{what: turbine}"
+    )
+    passing = load_file(_write(tmp_path, "test-boom", turbine.replace("X", "gpu_hardware")))
+    assert all(r.passed for r in check_signature(passing))
+    failing = load_file(_write(tmp_path, "test-boom", text.replace("X", "gpu_hardware")))
+    positive, _ = check_signature(failing)
+    assert positive.problems == ["category: expected gpu_hardware, got ['unknown']"]
+
+
+def test_loader_refuses_an_unknown_category_in_categories(tmp_path: Path) -> None:
+    text = _GOOD.replace(
+        "category: unknown\n",
+        "category: unknown\ncategories:\n  - {when: [what], category: vibes}\n",
+    )
+    assert "unknown category 'vibes'" in _refused(_write(tmp_path, "test-boom", text))
+
+
 # -- the loader refuses bad signature files ---------------------------------------------------
 
 

@@ -157,6 +157,14 @@ def _package(signature: Signature, values: Mapping[str, Any]) -> PackageAction |
     return None
 
 
+def _category(signature: Signature, values: Mapping[str, Any]) -> str:
+    """The first category whose conditions hold, else the signature's own."""
+    for spec in signature.categories:
+        if all(signature.condition(c).holds(values) for c in spec.when):
+            return spec.category
+    return signature.category
+
+
 def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
     """Index of the first patch whose conditions hold and whose fields all have values."""
     for index, spec in enumerate(signature.patches):
@@ -221,8 +229,9 @@ def rank(drafts: list[Draft]) -> list[Finding]:
     if any(not d.signature.generic and is_failure(d.signature) for d in drafts):
         drafts = [d for d in drafts if not d.signature.generic]  # only when nothing else fits
 
-    def order(d: Draft) -> tuple[bool, int, int]:
-        return (d.signature.generic, d.seq, -d.signature.severity.rank)
+    def order(d: Draft) -> tuple[bool, int, bool, int]:
+        # on one line, a signature for that message before a broad one for its class
+        return (d.signature.generic, d.seq, d.signature.broad, -d.signature.severity.rank)
 
     fired = {d.signature.id: d for d in sorted(drafts, key=order)}
     # a consequence whose cause fired too: never the primary, caused by that cause
@@ -272,7 +281,7 @@ def rank(drafts: list[Draft]) -> list[Finding]:
             Finding(
                 id=ids[id(draft)],
                 signature=signature.id,
-                category=signature.category,
+                category=_category(signature, values),
                 severity=signature.severity,
                 role=role,
                 caused_by=caused_by,

@@ -192,6 +192,19 @@ class PackageSpec(_Schema):
     action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
 
 
+class CategorySpec(_Schema):
+    """A category the evidence decides (which part of the engine a fault is in), used when
+    ``when`` holds."""
+
+    when: list[str] = Field(min_length=1)
+    category: str
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        return known_category(value)
+
+
 class PreflightRule(_Schema):
     """When the launch configuration alone shows the failure (``diagnose preflight``).
 
@@ -251,6 +264,9 @@ class Example(_Schema):
     confidence: Confidence | None = Field(
         default=None, description="The confidence the finding must have (e.g. low when demoted)."
     )
+    category: str | None = Field(
+        default=None, description="The category the finding must have (where `categories` vary)."
+    )
     xfail: str | None = Field(default=None, description="A known gap, with the reason.")
     superseded_by: str | None = Field(
         default=None,
@@ -294,6 +310,10 @@ class Signature(_Schema):
     title: str
     engines: list[Engine] = Field(default_factory=lambda: list[Engine](["any"]))
     category: str
+    categories: list[CategorySpec] = Field(
+        default_factory=list,
+        description="Categories by evidence; the first whose conditions hold replaces `category`.",
+    )
     severity: Severity
     confidence: Confidence = Confidence.HIGH
     role: Role = Field(
@@ -399,7 +419,7 @@ class Signature(_Schema):
     def _conditional_items(self) -> list[list[str]]:
         items = [t.when for t in self._said()]
         items += [h.when for h in self.hypotheses] + [p.when for p in self.patches]
-        items += [p.when for p in self.packages]
+        items += [p.when for p in self.packages] + [c.when for c in self.categories]
         for rule in self.preflight:
             items += [rule.when, *(t.when for t in rule.explanation)]
             items += [p.when for p in rule.patches]
