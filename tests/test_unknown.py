@@ -127,6 +127,46 @@ def test_an_error_at_the_end_of_a_plain_log() -> None:
 
 
 @pytest.mark.parametrize(
+    ("log", "notice"),
+    [
+        (
+            "(APIServer pid=7) RuntimeError: Engine core initialization failed. See root cause "
+            "above. Failed core proc(s): {'EngineCore_DP0': 1}\n",
+            "Engine core initialization failed",
+        ),
+        (
+            "[2026-03-12 09:14:40] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+            "[2026-03-12 09:14:41] Received sigquit from a child process. It usually means the child failed.\n",
+            "Rank 0 scheduler is dead",
+        ),
+    ],
+)
+def test_a_failure_notice_without_its_cause_says_the_cause_is_not_in_the_input(
+    log: str, notice: str
+) -> None:
+    """An excerpt that holds only the engine's word that it failed (the API server's wrapper,
+    a dead scheduler) is a failure whose cause was left out, not a healthy log."""
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "the error that made it fail is not in this input" in cause.explanation
+    assert any(notice in e.text for e in cause.evidence)
+
+
+def test_a_wrapper_after_the_real_error_leaves_the_real_error_first() -> None:
+    cause = primary(
+        run_text(
+            "(EngineCore_DP0 pid=9) ERROR 03-12 09:14:40 [core.py:700] RuntimeError: license "
+            "server unreachable for node 7\n"
+            "(APIServer pid=7) RuntimeError: Engine core initialization failed. See root cause "
+            "above. Failed core proc(s): {'EngineCore_DP0': 1}\n"
+        )
+    )
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "license server unreachable" in cause.explanation
+    assert "not in this input" not in cause.explanation
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "runtimeerror: cuda error: out of memory while allocating the kv cache",

@@ -65,7 +65,7 @@ from diagnose.core.signature import (
 from diagnose.core.timeline import TimelineTracker
 from diagnose.core.tracebacks import TRACEBACK_START
 from diagnose.core.units import SERVICE_PREFIX
-from diagnose.engines import death_notices, profiles
+from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
 from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
@@ -107,6 +107,8 @@ _STOP_COMMAND = re.compile(
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _DEATH_NOTICE = re.compile("|".join(death_notices()))
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
+_CAUSE_ELSEWHERE = re.compile("|".join(cause_elsewhere_lines()))
+"""Lines that say a failure happened without saying which (wrappers and death notices)."""
 
 
 _EXPLAINING = ("match", "step")
@@ -276,6 +278,8 @@ class Engine:
                 matched = matched or _explains(state, role, index)
         attempt = self._attempt_of(event.first.seq)
         self.incident.feed(event, attempt, matched)
+        if event.first.origin == "app" and (said := _CAUSE_ELSEWHERE.search(text)):
+            self.incident.note_failure_notice(event.record_at(said.start()), attempt)
         if event.first.origin == "app" and _DEATH_NOTICE.search(text):  # after the matching:
             self._deaths.add(attempt)  # a kill on the same line is still judged on its own
             if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
@@ -891,6 +895,7 @@ class Engine:
         """The finding for a failure no signature explains: its first error, the last lines
         before the exit, the exit itself, and the unexplained error lines as templates."""
         records = [*failure.first_error, *failure.traceback, *failure.last_lines]
+        records += [failure.notice] if failure.notice else []
         records += failure.exit.records if failure.exit else []
         evidence: list[Evidence] = []
         seen: set[tuple[str, int | None, str | None, str]] = set()
@@ -931,6 +936,15 @@ class Engine:
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
             explanation.append(f"The first error ({where}): {first.text.strip()[:300]}")
+        elif failure.notice is not None:
+            notice = failure.notice
+            where = f"line {notice.line}" if notice.line is not None else "the evidence"
+            explanation.append(
+                f"The engine says that a process of it failed ({where}: "
+                f"{notice.text.strip()[:200]}), but the error that made it fail is not in this "
+                "input: it was logged before the excerpt begins, or by another process or node "
+                "whose lines were left out. Diagnose the whole log of this start."
+            )
         else:
             explanation.append(
                 "No error line came before it: the cause may be outside this log (the kernel, "

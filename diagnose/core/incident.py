@@ -181,6 +181,9 @@ class Failure:
     status: str | None
     serving: bool = False
     """It came after the server said it was ready: a run-time failure."""
+    notice: Record | None = None
+    """The engine's word that it failed (a wrapper, a death notice) with no error before it:
+    the cause is outside the input."""
 
 
 @dataclass
@@ -204,6 +207,8 @@ class IncidentTracker:
     """Per start attempt, the position of its ready line."""
     serving_errors: dict[int, list[Record]] = field(default_factory=dict)
     """Per start attempt, its first error after the ready line."""
+    failure_notices: dict[int, Record] = field(default_factory=dict)
+    """Per start attempt, its first line that says a process failed without saying why."""
     unexplained: list[Record] = field(default_factory=list)
     """The first line of each error template no signature matched, in the order they came,
     with the exceptions a traceback chains before its last: what a later tier may explain."""
@@ -211,7 +216,12 @@ class IncidentTracker:
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
         failed attempts keep theirs in ``exits``): memory stays flat over a long restart loop."""
-        for table in (self.first_errors, self.first_tracebacks, self.anchored):
+        for table in (
+            self.first_errors,
+            self.first_tracebacks,
+            self.anchored,
+            self.failure_notices,
+        ):
             if len(table) > 2:
                 for old in [a for a in table if a < attempt - 1]:
                     del table[old]
@@ -301,6 +311,10 @@ class IncidentTracker:
             self.unexplained.append(record)
             self.unexplained.sort(key=lambda r: r.seq)
 
+    def note_failure_notice(self, record: Record, attempt: int) -> None:
+        """``record`` says a process of the server failed without saying why."""
+        self.failure_notices.setdefault(attempt, record)
+
     def _count(self, record: Record) -> None:
         template = template_of(record.text)
         entry = self.templates.get(template)
@@ -354,8 +368,21 @@ class IncidentTracker:
                 serving=True,
             )
         errors = self.first_errors.get(last_attempt)
-        if not ended or errors is None or reached_ready or last_attempt in self.stopping:
+        if not ended or reached_ready or last_attempt in self.stopping:
             return None
+        if errors is None:
+            notice = self.failure_notices.get(last_attempt)
+            if notice is None:
+                return None
+            return Failure(
+                first_error=[],
+                traceback=[],
+                last_lines=list(self.recent),
+                exit=None,
+                attempts=1,
+                status=None,
+                notice=notice,
+            )
         return Failure(
             first_error=errors,
             traceback=self.first_tracebacks.get(last_attempt, []),

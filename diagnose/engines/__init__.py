@@ -35,8 +35,17 @@ def profile(name: str | None) -> EngineProfile:
 
 
 def benign_lines() -> tuple[str, ...]:
-    """Every profile's known-noise regexes, the generic ones first."""
-    return tuple(line.pattern for p in (profile(None), *profiles()) for line in p.noise)
+    """Every profile's known-noise regexes (wrappers of an earlier failure included), the
+    generic ones first."""
+    every = (profile(None), *profiles())
+    return tuple(line.pattern for p in every for line in (*p.noise, *p.wrappers))
+
+
+def cause_elsewhere_lines() -> tuple[str, ...]:
+    """Every profile's regexes of lines that say a failure happened without saying which:
+    wrappers of an earlier failure and notices that a process died."""
+    every = (profile(None), *profiles())
+    return tuple(line.pattern for p in every for line in (*p.wrappers, *p.death_notices))
 
 
 def death_notices() -> tuple[str, ...]:

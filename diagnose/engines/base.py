@@ -78,6 +78,11 @@ class EngineProfile(Protocol):
         the first error."""
 
     @property
+    def wrappers(self) -> Sequence[KnownLine]:
+        """Lines that report a failure another process of the server logged before them:
+        known noise, never the cause; with nothing before them, the input left the cause out."""
+
+    @property
     def death_notices(self) -> Sequence[KnownLine]:
         """Lines with no error word that say a process of the server died: a kill after
         them is the engine's own doing, not a silent kill from outside."""
@@ -115,6 +120,7 @@ class Profile:
     phase_markers: tuple[PhaseMarkers, ...] = ()
     issue_tracker: str | None = None
     noise: tuple[KnownLine, ...] = ()
+    wrappers: tuple[KnownLine, ...] = ()
     death_notices: tuple[KnownLine, ...] = ()
     flag_aliases: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)

@@ -41,6 +41,12 @@ PROFILE: EngineProfile = Profile(
             "'The following error message ... can be ignored' for it",
         ),
     ),
+    wrappers=(
+        KnownLine(
+            r"Rank \d+ scheduler is dead\. Please check if there are relevant logs",
+            "the tokenizer manager found a scheduler gone; the scheduler's own error came first",
+        ),
+    ),
     death_notices=(
         KnownLine(
             r"Received sigquit from a child process|SIGQUIT received",

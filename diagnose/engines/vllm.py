@@ -32,7 +32,7 @@ PROFILE: EngineProfile = Profile(
         ),
         PhaseMarkers("ready", ("Application startup complete.",), lines="own"),
     ),
-    noise=(
+    wrappers=(
         KnownLine(
             r"Engine core initialization failed\. See root cause above"
             r"(?!\. Failed core proc\(s\): \{\}(?![^\n]))",
@@ -44,6 +44,8 @@ PROFILE: EngineProfile = Profile(
             r"WorkerProc initialization failed due to an exception in a background process",
             "the engine core's wrapper for a worker's failure logged before it",
         ),
+    ),
+    noise=(
         KnownLine(
             r"destroy_process_group\(\) was not called",
             "torch's warning at exit; harmless",
