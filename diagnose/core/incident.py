@@ -368,26 +368,16 @@ class IncidentTracker:
                 serving=True,
             )
         errors = self.first_errors.get(last_attempt)
-        if not ended or reached_ready or last_attempt in self.stopping:
+        # with no error, the engine's word that it failed: the cause was left out of the input
+        notice = None if errors else self.failure_notices.get(last_attempt)
+        if not ended or reached_ready or last_attempt in self.stopping or not (errors or notice):
             return None
-        if errors is None:
-            notice = self.failure_notices.get(last_attempt)
-            if notice is None:
-                return None
-            return Failure(
-                first_error=[],
-                traceback=[],
-                last_lines=list(self.recent),
-                exit=None,
-                attempts=1,
-                status=None,
-                notice=notice,
-            )
         return Failure(
-            first_error=errors,
+            first_error=errors or [],
             traceback=self.first_tracebacks.get(last_attempt, []),
             last_lines=list(self.recent),
             exit=None,
             attempts=1,
             status=None,
+            notice=notice,
         )
