@@ -58,6 +58,9 @@ _INFO_LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b|^[ID]\d{4} \d\d:\d\d:\d\d")
 _LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
 _BENIGN = re.compile("|".join(benign_lines()))
 """Known noise, from the engine profiles."""
+_TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b|\^[\^~]*\s*$)')
+"""A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
+class without being the error."""
 _NOT_A_FAILURE = re.compile(
     r"^(?:KeyboardInterrupt|SystemExit|(?:asyncio\.(?:exceptions\.)?)?CancelledError)\b"
 )
@@ -105,7 +108,7 @@ def is_error_line(record: Record) -> bool:
     """An application line that reports an error (not a warning, not a client's 404, not the
     known noise that says it can be ignored)."""
     text = record.text
-    if not text.strip():
+    if not text.strip() or _TRACEBACK_CODE.match(text):
         return False
     prefix = record.raw[: max(0, len(record.raw) - len(text))]  # vLLM's level is in it
     if _LEVEL_ERROR.search(prefix):
@@ -354,6 +357,7 @@ class IncidentTracker:
                 exit=exit_,
                 attempts=len(self.failed_attempts),
                 status=exit_.status,
+                notice=None if exit_.first_error else self.failure_notices.get(exit_.attempt),
             )
         if reached_ready and last_attempt in self.died_serving and ended:
             if last_attempt in self.stopping:

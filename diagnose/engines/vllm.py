@@ -44,6 +44,10 @@ PROFILE: EngineProfile = Profile(
             r"WorkerProc initialization failed due to an exception in a background process",
             "the engine core's wrapper for a worker's failure logged before it",
         ),
+        KnownLine(
+            r"Engine process failed to start\. See stack trace for the root cause",
+            "the API server's wrapper (0.6-0.7) for a failure the engine process logged before it",
+        ),
     ),
     noise=(
         KnownLine(
