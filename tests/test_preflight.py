@@ -359,3 +359,108 @@ def test_membership_conditions() -> None:
     assert not expr.Condition("missing not in valid").holds(values)  # a missing name: False
     assert expr.Condition("p not in valid").names == {"p", "valid"}
     assert expr.format_number(["a", 1.0]) == "a, 1"
+
+
+# -- the unit's sandbox -----------------------------------------------------------------------
+
+HARDENED = """\
+[Service]
+User=root
+ExecStart=/usr/bin/vllm serve /home/ml/models/Qwen3-8B --tensor-parallel-size 1
+{settings}
+"""
+
+
+def _sandbox_findings(tmp_path: Path, settings: str) -> list[dict]:
+    unit = tmp_path / "vllm.service"
+    unit.write_text(HARDENED.format(settings=settings), encoding="utf-8")
+    result = _run("preflight", "--unit-file", unit, "--no-gpu", "--no-port", "-f", "json")
+    report = _json(result)
+    return [f for f in report["findings"] if f["signature"] == "systemd-sandbox-blocks-engine"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "setting", "patch"),
+    [
+        ("PrivateDevices=yes", "PrivateDevices=yes", {"Service.PrivateDevices": "no"}),
+        (
+            "DevicePolicy=closed",
+            "DevicePolicy=closed",
+            {"Service.DeviceAllow": "char-nvidia-frontend rw"},
+        ),
+        (
+            "ProtectClock=yes",
+            "ProtectClock=yes",
+            {"Service.DeviceAllow": "char-nvidia-frontend rw"},
+        ),
+        (
+            "RestrictAddressFamilies=AF_INET AF_INET6",
+            "RestrictAddressFamilies=AF_INET AF_INET6",
+            {"Service.RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK"},
+        ),
+        (
+            "RestrictAddressFamilies=~AF_UNIX",
+            "RestrictAddressFamilies=~AF_UNIX",
+            {"Service.RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK"},
+        ),
+        ("IPAddressDeny=any", "IPAddressDeny=any", {"Service.IPAddressAllow": "localhost"}),
+        ("ProtectSystem=strict", "ProtectSystem=strict", {"Service.CacheDirectory": "llm"}),
+    ],
+)
+def test_a_sandbox_setting_that_takes_away_what_the_server_needs(
+    tmp_path: Path, settings: str, setting: str, patch: dict[str, str]
+) -> None:
+    """Each setting is reported where it is written, with the unit change that gives back
+    what it takes (GPU devices, sockets, a writable cache under /root)."""
+    found = _sandbox_findings(tmp_path, settings)
+    assert len(found) == 1, [f["explanation"] for f in found]
+    assert found[0]["evidence"][0]["text"] == setting
+    assert found[0]["evidence"][0]["line"] == 4
+    assert found[0]["patch"]["unit_set"] == patch
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        "DeviceAllow=char-nvidia-frontend rw\nDeviceAllow=char-nvidia-uvm rw\nProtectClock=yes",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+        "IPAddressDeny=any\nIPAddressAllow=localhost",
+        "ProtectSystem=strict\nReadWritePaths=/root/.cache",
+        "ProtectSystem=strict\nEnvironment=XDG_CACHE_HOME=/var/cache/llm\nCacheDirectory=llm",
+        "ProtectSystem=full\nProtectHome=read-only\nEnvironment=HOME=/opt/llm",
+        "DeviceAllow=char-rtc r\nDeviceAllow=\nPrivateDevices=no",  # reset: no allow-list
+    ],
+)
+def test_a_sandbox_that_leaves_the_server_what_it_needs_says_nothing(
+    tmp_path: Path, settings: str
+) -> None:
+    assert _sandbox_findings(tmp_path, settings) == []
+
+
+def test_protect_home_hides_a_model_under_home(tmp_path: Path) -> None:
+    found = _sandbox_findings(tmp_path, "ProtectHome=yes")
+    kinds = sorted(f["explanation"].split(": ")[1].split("=")[0] for f in found)
+    assert kinds == ["ProtectHome", "ProtectHome"]  # the model, and the cache under /root
+    model = next(f for f in found if "/home/ml/models/Qwen3-8B" in f["explanation"])
+    assert model["patch"]["unit_set"] == {"Service.ProtectHome": "read-only"}
+    cache = next(f for f in found if f is not model)
+    assert cache["patch"]["env_set"]["HF_HOME"] == "/var/cache/llm/hf"
+
+
+def test_the_real_unit_with_strict_protection_and_no_cache_path() -> None:
+    """016 of the collected units: ProtectSystem=strict and ProtectHome=true with no cache
+    variable, so downloads and compiled kernels have nowhere to go."""
+    report = _json(
+        _run(
+            "preflight",
+            "--unit-file",
+            FIXTURES / "units/016-vllm-infra-config@.service",
+            "--no-gpu",
+            "--no-port",
+            "-f",
+            "json",
+        )
+    )
+    found = _finding(report, "systemd-sandbox-blocks-engine")
+    assert "ProtectSystem=strict makes ~/.cache read-only" in found["explanation"]
+    assert found["evidence"][0]["text"] == "ProtectSystem=strict"

@@ -44,6 +44,7 @@ from diagnose.preflight.checks import (
 )
 from diagnose.preflight.flags import EngineVersion
 from diagnose.systemd.patching import patched_against_unit
+from diagnose.systemd.sandbox import is_true, sandbox_problems
 from diagnose.systemd.unit import (
     UnitConfig,
     find_unit,
@@ -150,21 +151,50 @@ def _problem(
     }
 
 
-def _user_exists(user: str, root: Path | None) -> bool | None:
-    """Whether ``user`` exists (None: cannot tell here)."""
-    if user.isdigit():
-        return True
+def _passwd_entry(user: str, root: Path | None) -> list[str] | None:
+    """``user``'s passwd fields ([] when there is no such user; None: cannot tell here)."""
     if root is None:
         try:
-            pwd.getpwnam(user)
+            return [str(field) for field in pwd.getpwnam(user)]
         except KeyError:
-            return False
-        return True
+            return []
     try:
         text = (root / "etc/passwd").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return any(line.split(":", 1)[0] == user for line in text.splitlines())
+    return next((f for f in (line.split(":") for line in text.splitlines()) if f[0] == user), [])
+
+
+def _user_exists(user: str, root: Path | None) -> bool | None:
+    """Whether ``user`` exists (None: cannot tell here)."""
+    if user.isdigit():
+        return True
+    entry = _passwd_entry(user, root)
+    return None if entry is None else bool(entry)
+
+
+def _service_home(unit: UnitConfig, root: Path | None) -> str | None:
+    """The home directory of the user the service runs as (None: cannot tell)."""
+    user = (unit.get("Service", "User") or "root").strip()
+    if user in ("root", "0"):
+        return "/root"
+    if "%" in user or is_true(unit.get("Service", "DynamicUser")):
+        return None
+    entry = _passwd_entry(user, root)
+    return entry[5] if entry and len(entry) > 5 else None
+
+
+def unit_sandbox_problems(
+    unit: UnitConfig, model_path: str | None, root: Path | None
+) -> list[dict[str, Any]]:
+    """What the unit's hardening takes away from the server, with where it is written."""
+    return [
+        {
+            **_problem(unit, found.setting, found.kind, found.problem),
+            "path": found.path,
+        }
+        for found in sandbox_problems(unit, model_path, _service_home(unit, root))
+    ]
 
 
 def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
@@ -221,7 +251,7 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
             )
         )
     user = unit.get("Service", "User")
-    dynamic = (unit.get("Service", "DynamicUser") or "").lower() in ("yes", "true", "1", "on")
+    dynamic = is_true(unit.get("Service", "DynamicUser"))
     if user and "%" not in user and not dynamic and _user_exists(user, root) is False:
         problems.append(
             _problem(
@@ -521,6 +551,11 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
                 {**_problem(unit, "ExecStart", "verify", line), "at_text": line}
                 for line in analyze_verify(unit)
             ]
+    if unit is not None and parsed.engine is not None:
+        model_path = parsed.args.get("model_path")
+        config.sandbox_problems = unit_sandbox_problems(
+            unit, str(model_path) if model_path else None, options.root
+        )
     if parsed.engine is None:
         return config, unit
     live = options.root is None

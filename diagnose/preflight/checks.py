@@ -129,6 +129,9 @@ class LaunchConfig:
     unit_problems: list[dict[str, Any]] = field(default_factory=list)
     """What systemd would refuse in the unit itself (no ExecStart=, a missing required
     EnvironmentFile= or WorkingDirectory=, an unknown User=), with where it is written."""
+    sandbox_problems: list[dict[str, Any]] = field(default_factory=list)
+    """What the unit's hardening takes away from the server (GPU devices, sockets, writable
+    caches), with where it is written."""
 
     def version_for(self, engine: str) -> EngineVersion:
         """The release to check ``engine``'s flags against: the known one, else the newest."""
@@ -411,6 +414,7 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
     environment = {**config.environment, **command.environment}
     values: dict[str, Any] = {**environment}
     values["unit_problems"] = list(config.unit_problems)
+    values["sandbox_problems"] = list(config.sandbox_problems)
     if config.unit:
         values["unit"] = config.unit
     if engine is None:
