@@ -736,8 +736,13 @@ class Engine:
             explained.tier == "engine_source"
             and explained.patch is None
             and explained.package is None
-            and explained.confidence is Confidence.LOW
-        ):  # a message matched in the engine's source, with no checked fix, adds nothing to it
+            and (
+                explained.confidence is Confidence.LOW
+                or broad.patch is not None
+                or broad.package is not None
+            )
+        ):  # a message matched in the engine's source, with no checked fix, adds nothing to a
+            # finding that has one
             return broad
         if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
             return broad  # a known issue of releases other than the one the log shows

@@ -266,11 +266,14 @@ def format_number(value: Any) -> str:
 
 class _Text(str):
     """A filled value; ``{name:flag}`` writes an argparse destination (``max_model_len``, as
-    Python errors name it) as its flag (``--max-model-len``)."""
+    Python errors name it) as its flag (``--max-model-len``); ``{name:distribution}`` writes a
+    package name as pip normalises it (``flashinfer_python`` is ``flashinfer-python``)."""
 
     def __format__(self, spec: str) -> str:
         if spec == "flag":
             return "--" + self.strip().lstrip("-").replace("_", "-")
+        if spec == "distribution":
+            return re.sub(r"[-_.]+", "-", self.strip()).lower()
         return str.__format__(str(self), spec)
 
 

@@ -97,7 +97,12 @@ def compile_template(template: str) -> regex.Pattern[str]:
     >>> pattern.search("RuntimeError: CUDA error: out of memory (code 2)").group("code")
     '2'
     """
-    return compile_holes(template, lambda kind, _last: _HOLE_PATTERNS[kind or "any"])
+    return compile_holes(
+        template,  # a hole that ends the template takes the rest of the line
+        lambda kind, last: (
+            ".*" if last and kind in (None, "any") else _HOLE_PATTERNS[kind or "any"]
+        ),
+    )
 
 
 def compile_holes(template: str, body_of: Callable[[str | None, bool], str]) -> regex.Pattern[str]:

@@ -61,6 +61,18 @@ def _finding(
     record = match.record
     patch, unresolved = _patch(record, match.values)
     package = _package(record, match.values)
+    stay = None
+    if match.version_fit == "affected" and record.versions and record.versions.fixed_in:
+        # the log shows a release the issue affects: the release that fixed it is the fix,
+        # and the record's own change keeps the installed release working
+        fixed = PackageAction(
+            name=record.versions.package, spec=f">={record.versions.fixed_in}", action="upgrade"
+        )
+        if package is not None and package != fixed:
+            stay = (
+                f"To stay on this release instead: {package.action} `{package.name}{package.spec}`."
+            )
+        package = fixed
     explanation = [
         f"A known issue, distilled from resolved public threads: {record.cause.strip()}",
         f"The decisive message: `{candidate.text.strip()[:300]}`.",
@@ -68,7 +80,7 @@ def _finding(
     explanation += _version_sentences(record, match, engine_version)
     if package is not None:
         explanation.append(f"The fix: {package.action} `{package.name}{package.spec}`.")
-    notes = [n for n in (record.fix.note, *unresolved) if n]
+    notes = [n for n in (stay, record.fix.note, *unresolved) if n]
     return Finding(
         id="f0",
         signature=record.id,
@@ -149,10 +161,20 @@ def _patch(record: KnownIssue, values: Mapping[str, str]) -> tuple[Patch | None,
         env_set=env_set,
         env_unset=list(fix.env_unset),
         args_add=args_add,
-        args_remove=list(dict.fromkeys(_fill(s, values).split()[0] for s in fix.args_remove)),
+        args_remove=list(
+            dict.fromkeys(f for s in fix.args_remove for f in _flags(_fill(s, values)))
+        ),
         unit_set=unit_set,
     )
     return (None if patch.is_empty() else patch), unresolved
+
+
+def _flags(text: str) -> list[str]:
+    """The flags a filled ``args_remove`` entry names (``--task embedding`` names ``--task``);
+    a ``<placeholder>`` stays whole."""
+    if text.startswith("<"):
+        return [text]
+    return [word for word in text.split() if word.startswith("-")]
 
 
 def _words(setting: str) -> list[str]:
