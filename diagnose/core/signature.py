@@ -19,7 +19,14 @@ from pydantic import (
 )
 
 from diagnose.core.expr import Arithmetic, Condition, ExpressionError, template_fields
-from diagnose.core.models import Confidence, Role, Severity, known_category
+from diagnose.core.models import (
+    Confidence,
+    Role,
+    Severity,
+    empty_dict,
+    empty_list,
+    known_category,
+)
 from diagnose.core.versions import is_version
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
@@ -51,11 +58,11 @@ class Pattern(_Schema):
     """Literal needles (any one must occur) as a cheap pre-check, then a precise regex."""
 
     needles: list[str] = Field(
-        default_factory=list, description="Literal substrings; a line must hold one of them."
+        default_factory=empty_list, description="Literal substrings; a line must hold one of them."
     )
     regex: str = Field(description="Regex (Python `regex` syntax) with named groups to capture.")
     where: list[str] = Field(
-        default_factory=list, description="Conditions on captures, e.g. 'avail_mem_gb < 2'."
+        default_factory=empty_list, description="Conditions on captures, e.g. 'avail_mem_gb < 2'."
     )
     ignore_case: bool = False
 
@@ -125,7 +132,8 @@ class AbsenceMatch(_Schema):
     after: Pattern
     expect: list[Pattern] = Field(min_length=1, description="Progress markers: any one cancels.")
     until: list[Pattern] = Field(
-        default_factory=list, description="Events that end the quiet span (it is judged then)."
+        default_factory=empty_list,
+        description="Events that end the quiet span (it is judged then).",
     )
     within: Duration
 
@@ -137,7 +145,7 @@ Match = Annotated[
 
 class ConditionalText(_Schema):
     text: str
-    when: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=empty_list)
 
 
 def _as_conditional(value: Any) -> Any:
@@ -150,21 +158,21 @@ Text = Annotated[ConditionalText, BeforeValidator(_as_conditional)]
 class HypothesisSpec(_Schema):
     cause: str
     check: str
-    when: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=empty_list)
 
 
 class PatchSpec(_Schema):
     """A config change; values may hold ``{capture}`` fields. Used when ``when`` holds."""
 
-    when: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=empty_list)
     note: str | None = Field(
         default=None, description="Replaces the signature's patch_note when this patch is chosen."
     )
-    env_set: dict[str, str] = Field(default_factory=dict)
-    env_unset: list[str] = Field(default_factory=list)
-    args_add: list[str] = Field(default_factory=list)
-    args_remove: list[str] = Field(default_factory=list)
-    unit_set: dict[str, str] = Field(default_factory=dict)
+    env_set: dict[str, str] = Field(default_factory=empty_dict)
+    env_unset: list[str] = Field(default_factory=empty_list)
+    args_add: list[str] = Field(default_factory=empty_list)
+    args_remove: list[str] = Field(default_factory=empty_list)
+    unit_set: dict[str, str] = Field(default_factory=empty_dict)
 
     @field_validator("unit_set")
     @classmethod
@@ -186,7 +194,7 @@ class PackageSpec(_Schema):
     """A package change that fixes the failure, used when ``when`` holds; ``name`` and
     ``spec`` may hold ``{capture}`` fields."""
 
-    when: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=empty_list)
     name: str
     spec: str = ""
     action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
@@ -223,16 +231,16 @@ class PreflightRule(_Schema):
         default="launch", description="The startup phase the server would fail in."
     )
     values: dict[str, str] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="Names the signature's texts and patches use (its captures), as templates "
         "over configuration values: {value: '{tool_call_parser}'}.",
     )
     explanation: list[Text] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Replaces the signature's explanation (which tells of a failed start).",
     )
     patches: list[PatchSpec] = Field(
-        default_factory=list, description="Tried before the signature's own patches."
+        default_factory=empty_list, description="Tried before the signature's own patches."
     )
     each: str | None = Field(
         default=None,
@@ -241,7 +249,7 @@ class PreflightRule(_Schema):
         "problem's fields as values. Such a rule is not an alternative to the others.",
     )
     claims: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Flags this rule explains, as templates ('--enable-reasoning', "
         "'{other_engine_spec_flags}'): per-flag findings (each:) for them are left out.",
     )
@@ -256,10 +264,10 @@ class Example(_Schema):
     name: str
     log: str
     lines: list[int] = Field(
-        default_factory=list, description="1-based lines the evidence must point at."
+        default_factory=empty_list, description="1-based lines the evidence must point at."
     )
     captures: dict[str, str] = Field(
-        default_factory=dict, description="Values the match must capture or derive."
+        default_factory=empty_dict, description="Values the match must capture or derive."
     )
     confidence: Confidence | None = Field(
         default=None, description="The confidence the finding must have (e.g. low when demoted)."
@@ -331,10 +339,10 @@ class Signature(_Schema):
         ),
     )
     supersedes: list[str] = Field(
-        default_factory=list, description="Signatures this one explains more precisely."
+        default_factory=empty_list, description="Signatures this one explains more precisely."
     )
     consequence_of: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Signatures whose failure causes this one: when one of them fired too, "
         "this finding is reported as caused by it, never as the primary.",
     )
@@ -348,37 +356,37 @@ class Signature(_Schema):
     )
     match: Match
     context: list[Pattern] = Field(
-        default_factory=list, description="Values captured from anywhere in the input."
+        default_factory=empty_list, description="Values captured from anywhere in the input."
     )
     supporting: list[Pattern] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Corroborating lines: when seen they join the evidence and raise confidence.",
     )
     derive: dict[str, str] = Field(
-        default_factory=dict, description="Computed values: name -> arithmetic over captures."
+        default_factory=empty_dict, description="Computed values: name -> arithmetic over captures."
     )
     explanation: list[Text] = Field(min_length=1)
     patches: list[PatchSpec] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Candidate patches; the first whose conditions hold is used.",
     )
     patch_note: str | None = Field(
         default=None, description="Why no config change helps, or what the patch cannot express."
     )
     packages: list[PackageSpec] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Candidate package changes; the first whose conditions hold is used.",
     )
     system_actions: list[Text] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Host actions that fix it (stop a process, start a service), one per item.",
     )
-    next_checks: list[Text] = Field(default_factory=list)
-    hypotheses: list[HypothesisSpec] = Field(default_factory=list)
-    alternatives: list[Text] = Field(default_factory=list)
-    references: list[str] = Field(default_factory=list)
+    next_checks: list[Text] = Field(default_factory=empty_list)
+    hypotheses: list[HypothesisSpec] = Field(default_factory=empty_list)
+    alternatives: list[Text] = Field(default_factory=empty_list)
+    references: list[str] = Field(default_factory=empty_list)
     preflight: list[PreflightRule] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Launch configurations that fail this way, caught before the start "
         "(alternatives: any one rule reports it).",
     )
@@ -465,16 +473,16 @@ class Relations(_Schema):
     """Which finding wins when several signatures fire (``_relations.yaml``)."""
 
     supersedes: dict[str, list[str]] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="signature id -> the ones it explains more precisely (they are dropped).",
     )
     consequence_of: dict[str, list[str]] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="signature id -> the signatures whose failure causes it (it is kept, as "
         "caused by them).",
     )
     waits_for_peers: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Signatures that only say a rank waited for the others: an earlier error "
         "of another rank or process in the same start attempt is the cause.",
     )

@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from diagnose.core.models import known_category
+from diagnose.core.models import empty_dict, known_category
 
 COMPONENTS = (
     "sglang",
@@ -109,13 +109,13 @@ class PackageChange(_Schema):
 
 
 class Fix(_Schema):
-    env_set: dict[str, str] = Field(default_factory=dict)
+    env_set: dict[str, str] = Field(default_factory=empty_dict)
     env_unset: tuple[str, ...] = ()
     args_add: tuple[str, ...] = ()
     """Settings as written on a command line, one per item: ``--dtype half``."""
     args_remove: tuple[str, ...] = ()
     """The settings to take out, one per item; only the flag (the first word) counts."""
-    unit_set: dict[str, str] = Field(default_factory=dict)
+    unit_set: dict[str, str] = Field(default_factory=empty_dict)
     package: PackageChange | None = None
     system: tuple[str, ...] = ()  # host actions: "systemctl enable --now nvidia-fabricmanager"
     note: str | None = None
