@@ -319,7 +319,7 @@ class Signature(_Schema):
     engines: list[Engine] = Field(default_factory=lambda: list[Engine](["any"]))
     category: str
     categories: list[CategorySpec] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Categories by evidence; the first whose conditions hold replaces `category`.",
     )
     severity: Severity
