@@ -20,7 +20,12 @@ from diagnose.atomic import write_bytes_atomically
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
 from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
-from diagnose.knowledge.deferred import EngineSourceTier, KnownIssueTier, ReleaseFactsTier
+from diagnose.knowledge.deferred import (
+    EngineSourceTier,
+    KnownIssueTier,
+    MessageWordsTier,
+    ReleaseFactsTier,
+)
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
 """Where the parsed library is kept between runs (default: ``$XDG_CACHE_HOME/diagnose``);
@@ -309,7 +314,9 @@ def engine_for(
         facts=load_facts(),
         hang_after=hang_after,
         explainers=(
-            [ReleaseFactsTier(), KnownIssueTier(threads), EngineSourceTier()] if knowledge else []
+            [ReleaseFactsTier(), KnownIssueTier(threads), EngineSourceTier(), MessageWordsTier()]
+            if knowledge
+            else []
         ),
         engine_version=engine_version,
     )

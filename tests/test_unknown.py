@@ -116,14 +116,36 @@ def test_an_error_at_the_end_of_a_plain_log() -> None:
     diagnosis = run_text(
         "[2026-03-12 09:14:09] server_args={'model_path': '/models/X', 'tp_size': 2}\n"
         "[2026-03-12 09:14:21 TP0] Init torch distributed begin.\n"
-        "[2026-03-12 09:14:40 TP0] fatal: could not open shared memory segment 17 (code 28)\n"
+        "[2026-03-12 09:14:40 TP0] fatal: license check failed for node 17 (code 28)\n"
     )
     cause = primary(diagnosis)
     assert cause is not None and cause.signature == "unknown-failure"
     assert "The log ends with an error" in cause.explanation
-    assert cause.templates[0].template.startswith(
-        "fatal: could not open shared memory segment <NUM>"
+    assert cause.templates[0].template.startswith("fatal: license check failed for node <NUM>")
+
+
+def test_an_unexplained_error_whose_words_name_an_area() -> None:
+    """No signature, known issue or engine message explains it: its own words name the area,
+    at low confidence and with no patch."""
+    cause = primary(
+        run_text(
+            "[2026-03-12 09:14:21 TP0] Init torch distributed begin.\n"
+            "[2026-03-12 09:14:40 TP0] fatal: could not open shared memory segment 17 (code 28)\n"
+        )
     )
+    assert cause is not None and cause.signature == "message-words"
+    assert (cause.category, cause.tier, cause.confidence) == ("host_oom", "generic", Confidence.LOW)
+    assert cause.patch is None
+    assert "its own words point at host or shared memory" in cause.explanation.lower()
+
+
+def test_words_alone_never_make_a_failure_of_a_healthy_log() -> None:
+    diagnosis = run_text(
+        "[2026-03-12 09:14:21 TP0] Load weight end. type=Qwen3ForCausalLM, mem usage=15.27 GB\n"
+        "[2026-03-12 09:14:40] The server is fired up and ready to roll!\n"
+        '[2026-03-12 09:15:02] INFO: 127.0.0.1 - "POST /v1/chat/completions" 200 OK\n'
+    )
+    assert diagnosis.primary is None
 
 
 @pytest.mark.parametrize(
@@ -167,17 +189,18 @@ def test_a_wrapper_after_the_real_error_leaves_the_real_error_first() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "category"),
     [
-        "runtimeerror: cuda error: out of memory while allocating the kv cache",
-        "oserror: [errno 2] no such file or directory: '/models/x/config.json'",
+        ("runtimeerror: cuda error: out of memory while allocating the kv cache", "gpu_oom"),
+        ("oserror: [errno 2] no such file or directory: '/models/x/config.json'", "model_access"),
     ],
 )
-def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str) -> None:
-    """A forum post lower-cases the whole excerpt: its exception line is still the failure."""
+def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str, category: str) -> None:
+    """A forum post lower-cases the whole excerpt: its exception line is still the failure,
+    and its words still name the area."""
     cause = primary(run_text(line + "\n"))
-    assert cause is not None and cause.signature == "unknown-failure"
-    assert "The log ends with an error" in cause.explanation
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.category == category
 
 
 def test_a_requested_stop_is_no_failure() -> None:

@@ -539,6 +539,8 @@ class Engine:
         )
         if explained is None and not findings and failure is None:
             explained = self._explained_excerpt(unit, engine)
+        if explained is not None and explained.tier == "generic" and failure is None:
+            explained = None  # a message's words alone never make a failure of a log
         if explained is not None:
             kept = [f for f in findings if f.signature not in {d.signature.id for d in catch_all}]
             findings = with_primary(kept, explained)
@@ -721,7 +723,7 @@ class Engine:
         template from the engine's source replaces it only with a checked fix."""
         explained = self._explained(unit, engine)
         lines = {e.text for e in broad.evidence}
-        if explained is None:
+        if explained is None or explained.tier == "generic":  # words say less than a signature
             return broad
         same_line = bool({e.text for e in explained.evidence} & lines)
         same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,

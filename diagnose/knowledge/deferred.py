@@ -83,3 +83,18 @@ class ReleaseFactsTier:
         from diagnose.knowledge.release_facts import release_fact_findings
 
         return release_fact_findings(incident)
+
+
+@dataclass(frozen=True)
+class MessageWordsTier:
+    """The last tier: the area the first error's own words point at, imported when first
+    asked; no needles."""
+
+    @property
+    def needles(self) -> frozenset[str]:
+        return frozenset()
+
+    def __call__(self, incident: IncidentView) -> list[Finding]:
+        from diagnose.knowledge.source_tier import message_words_findings
+
+        return message_words_findings(incident)

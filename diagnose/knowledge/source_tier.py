@@ -253,6 +253,75 @@ def engine_source_findings(incident: IncidentView) -> list[Finding]:
     return []
 
 
+AREAS = {
+    "gpu_oom": "GPU memory (how much the server reserves, or what else holds the GPU)",
+    "port_in_use": "a port another process holds",
+    "host_oom": "host or shared memory (/dev/shm)",
+    "context_length": "the context length (--max-model-len / --context-length)",
+    "spec_decode_config": "the speculative-decoding settings",
+    "chat_template": "the chat template",
+    "gpu_arch_support": "what this GPU's architecture supports",
+    "cuda_driver": "the NVIDIA driver and CUDA runtime",
+    "kernel_build": "building or loading GPU kernels and the packages that ship them",
+    "nccl_runtime": "NCCL, the communication between the GPUs",
+    "dist_init_hang": "setting up the process group between the ranks",
+    "network_config": "the network: interfaces, addresses, proxies",
+    "model_access": "reaching the model: its path, the Hub, a token or a revision",
+    "model_unsupported": "what the installed release supports of this model or checkpoint",
+    "launch_args": "a launch option",
+}
+"""What each category is about, for the area a message's words point at."""
+
+
+MESSAGE_WORDS_CHARS = 1000
+"""How much of the first error its words are read in: a longer line is no message."""
+
+
+def message_words_findings(incident: IncidentView) -> list[Finding]:
+    """When no tier explains the first error, the area its own words point at (the category
+    rules read on the message itself): a lead, with no fix."""
+    knowledge = builtin_knowledge()
+    first = incident.candidates[0] if incident.candidates else None
+    text = first.text[:MESSAGE_WORDS_CHARS] if first else ""
+    if first is None or any(
+        pattern is not None and pattern.search(text)
+        for pattern in (knowledge.wrappers, knowledge.consequences)
+    ):
+        return []
+    category = next(
+        (rule.category for rule, words in knowledge.rules if words and words.search(text)),
+        None,
+    )
+    if category is None:
+        return []
+    area = AREAS.get(category, category)
+    return [
+        Finding(
+            id="f0",
+            signature="message-words",
+            category=category,
+            severity=Severity.ERROR,
+            role=Role.ROOT_CAUSE,
+            title=f"An error no signature explains; its words point at {area}",
+            explanation=(
+                "No signature, known issue or engine message explains the first error, "
+                f"`{first.text.strip()[:300]}`. Its own words point at {area}: read it as a "
+                "lead, not a diagnosis, and check that setting first."
+            ),
+            confidence=Confidence.LOW,
+            evidence=[first.evidence],
+            patch=None,
+            patch_note="No change can be derived from an error the tool does not know.",
+            next_checks=[
+                'The innermost `File "..."` frames above the error: the package and '
+                "function that raised it; search the project's issues for the message."
+            ],
+            phase=first.phase,
+            tier="generic",
+        )
+    ]
+
+
 def _argparse_for(
     candidate: Candidate, engines: Sequence[str], shown: str | None
 ) -> Finding | None:
