@@ -19,6 +19,11 @@ _LAZY_TABLES = {
     "_REASONING_PARSERS_TO_REGISTER": "reasoning_parsers",
 }
 
+_QUANTIZATION_PACKAGES = {
+    "vllm.model_executor.layers.quantization",
+    "sglang.srt.layers.quantization",  # not sglang.multimodal_gen's, the diffusion runtime's
+}
+
 
 def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
     """``architectures``, ``tool_parsers``, ``reasoning_parsers`` and ``quantization_methods``
@@ -38,7 +43,7 @@ def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
             found["architectures"] |= set(_registry_dict_keys(tree))
         if ".models." in f"{module}." and module.split(".")[-2:-1] == ["models"]:
             found["architectures"] |= set(_entry_classes(tree))
-        if module.endswith(".layers.quantization"):
+        if module in _QUANTIZATION_PACKAGES:
             found["quantization_methods"] |= set(_quantization_methods(tree))
         for kind, name in _registered_parsers(tree):
             found[kind].add(name)
