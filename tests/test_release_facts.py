@@ -180,3 +180,9 @@ def test_a_quantization_method_only_a_newer_vllm_registers_asks_for_that_release
         assert cause.signature == "vllm-release-tables", cause.signature
         assert _upgrade(cause, "vllm") == ">=0.10.2"
         assert "`--quantization mxfp4` needs a newer vLLM" in cause.title
+    # an older release's parser refuses it too, and the newer ones that list it have no choices
+    option = mined.flag_table("vllm", "0.8.5.post1").lookup("--quantization").option
+    assert option is not None and option.choices is not None
+    choices = ", ".join(f"'{choice}'" for choice in option.choices if choice is not None)
+    log = "vllm serve: error: argument --quantization/-q: invalid choice: 'mxfp4' (choose from "
+    assert _upgrade(_cause(f"{log}{choices})\n"), "vllm") == ">=0.10.2"
