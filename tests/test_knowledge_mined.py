@@ -32,6 +32,43 @@ def test_outputs_match_the_manifest_and_the_miner():
     assert problems == [], "run `python scripts/mine_knowledge.py build`: " + "; ".join(problems)
 
 
+QUANTIZATION_FORMS = {
+    "a Literal (vLLM 0.8 on)": """
+from typing import Literal, get_args
+QuantizationMethods = Literal["awq", "fp8", "compressed-tensors"]
+QUANTIZATION_METHODS: list[str] = list(get_args(QuantizationMethods))
+DEPRECATED_QUANTIZATION_METHODS = ["tpu_int8"]
+def register_quantization_config(quantization: str):
+    QUANTIZATION_METHODS.append(quantization)
+""",
+    "a list (vLLM 0.6 to 0.7)": """
+QUANTIZATION_METHODS: List[str] = ["awq", "fp8", "compressed-tensors"]
+""",
+    "a dict's keys (vLLM 0.5, SGLang)": """
+BASE_QUANTIZATION_METHODS: Dict[str, Type[QuantizationConfig]] = {"awq": A, "fp8": F}
+if is_cuda():
+    BASE_QUANTIZATION_METHODS.update({"compressed-tensors": C})
+CPU_QUANTIZATION_METHODS = {"fp8": F, "cpu_only": X}
+QUANTIZATION_METHODS = {**BASE_QUANTIZATION_METHODS}
+def get_quantization_config(quantization):
+    QUANTIZATION_METHODS = {"local": L}
+""",
+}
+
+
+@pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
+@pytest.mark.parametrize("form", QUANTIZATION_FORMS)
+def test_quantization_methods_are_mined_from_each_form_of_the_registry(form):
+    """The names ``QUANTIZATION_METHODS`` holds, followed through the names it is built from;
+    a deprecation list, a platform subset and a function's own table are not the registry."""
+    mine = _load_miner().mine_registries
+    source = QUANTIZATION_FORMS[form]
+    found = mine({"vllm.model_executor.layers.quantization": source})
+    assert found["quantization_methods"] == ["awq", "compressed-tensors", "fp8"]
+    elsewhere = "sglang.multimodal_gen.runtime.layers.quantization"  # the diffusion runtime's
+    assert mine({elsewhere: source})["quantization_methods"] == []
+
+
 def test_gzip_outputs_carry_no_timestamp():
     for path in sorted((ROOT / "knowledge" / "mined").rglob("*.gz")):
         assert path.read_bytes()[4:8] == b"\0\0\0\0", path

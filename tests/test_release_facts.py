@@ -139,10 +139,50 @@ def test_an_unknown_quantization_method_a_newer_release_lists_asks_for_that_rele
         "'gptq_marlin_24', 'gptq_marlin', 'awq_marlin', 'gptq', 'squeezellm', "
         "'compressed-tensors', 'bitsandbytes', 'qqq', 'experts_int8'"
     )
-    # vLLM 0.5.5's methods; modelopt came in a later release (newer ones mine no choices)
+    # vLLM 0.5.5's methods; modelopt came in a later release, mxfp4 in one whose parser has no
+    # choices for it (its registry says)
     cause = _cause(f"ValueError: Unknown quantization method: modelopt. Must be one of [{listed}].")
     assert _upgrade(cause, "vllm") == ">=0.6.3.post1"
+    newer = _cause(f"ValueError: Unknown quantization method: mxfp4. Must be one of [{listed}].")
+    assert _upgrade(newer, "vllm") == ">=0.10.2"
     # a method no mined release lists is left to the other tiers, with no made-up release
-    other = _cause(f"ValueError: Unknown quantization method: mxfp4. Must be one of [{listed}].")
+    other = _cause(f"ValueError: Unknown quantization method: bitnet. Must be one of [{listed}].")
     assert other.tier == "known_issue"
     assert _upgrade(other, "vllm") == ""
+
+
+VLLM_092_QUANTIZATION = (
+    "'aqlm', 'awq', 'deepspeedfp', 'tpu_int8', 'fp8', 'ptpc_fp8', 'fbgemm_fp8', 'modelopt', "
+    "'modelopt_fp4', 'marlin', 'bitblas', 'gguf', 'gptq_marlin_24', 'gptq_marlin', "
+    "'gptq_bitblas', 'awq_marlin', 'gptq', 'compressed-tensors', 'bitsandbytes', 'qqq', 'hqq', "
+    "'experts_int8', 'neuron_quant', 'ipex', 'quark', 'moe_wna16', 'torchao', 'auto-round', 'rtn'"
+)
+
+
+def test_the_quantization_methods_of_releases_whose_parser_lists_none_are_mined() -> None:
+    option = mined.flag_table("vllm", "0.9.2").lookup("--quantization").option
+    assert option is not None and option.choices is None  # the parser does not list them
+    listed = {name.strip("'") for name in VLLM_092_QUANTIZATION.split(", ")}
+    assert mined.registries("vllm")["0.9.2"].quantization_methods == listed
+    assert accepts("vllm", "0.9.2", "--quantization", "mxfp4") is False
+    assert accepts("vllm", "0.10.2", "--quantization", "mxfp4") is True
+
+
+def test_a_quantization_method_only_a_newer_vllm_registers_asks_for_that_release() -> None:
+    """vLLM 0.9 on checks the method against a ``Literal``, not the launch parser: the mined
+    registries say which release brought it."""
+    log = (
+        "(EngineCore_0 pid=1) ValueError: Unknown quantization method: mxfp4. Must be one of "
+        f"[{VLLM_092_QUANTIZATION}].\n"
+    )
+    for version in (None, ("vllm", "0.9.2")):
+        cause = _cause(log, version)
+        assert cause.signature == "vllm-release-tables", cause.signature
+        assert _upgrade(cause, "vllm") == ">=0.10.2"
+        assert "`--quantization mxfp4` needs a newer vLLM" in cause.title
+    # an older release's parser refuses it too, and the newer ones that list it have no choices
+    option = mined.flag_table("vllm", "0.8.5.post1").lookup("--quantization").option
+    assert option is not None and option.choices is not None
+    choices = ", ".join(f"'{choice}'" for choice in option.choices if choice is not None)
+    log = "vllm serve: error: argument --quantization/-q: invalid choice: 'mxfp4' (choose from "
+    assert _upgrade(_cause(f"{log}{choices})\n"), "vllm") == ">=0.10.2"

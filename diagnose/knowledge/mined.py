@@ -3,9 +3,10 @@
 Files under ``knowledge/mined/``: per engine, the launch-flag table of each release
 (``<engine>/flags/<version>.json``), the flags added and removed between releases
 (``flag_changes.json``), environment variables (``env_vars.json``), the names each release
-registers (``registries.json``: model architectures, tool-call and reasoning parsers) and message
-templates (``templates.jsonl.gz``); ``libraries/`` and ``native/`` hold the messages and result
-codes of the libraries under the engines. Everything loads on first use and is cached.
+registers (``registries.json``: model architectures, tool-call and reasoning parsers,
+quantization methods) and message templates (``templates.jsonl.gz``); ``libraries/`` and
+``native/`` hold the messages and result codes of the libraries under the engines. Everything
+loads on first use and is cached.
 """
 
 from __future__ import annotations
@@ -241,6 +242,7 @@ class Registry(_Data):
     architectures: frozenset[str] = frozenset()
     tool_parsers: frozenset[str] = frozenset()
     reasoning_parsers: frozenset[str] = frozenset()
+    quantization_methods: frozenset[str] = frozenset()
 
 
 @cache

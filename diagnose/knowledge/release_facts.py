@@ -33,10 +33,14 @@ _PARSER_FLAGS = {
     "reasoning": "--reasoning-parser",
     "quantization": "--quantization",
 }
-_REGISTRY_OF_FLAG = {
+_PARSER_REGISTRIES = {
     "--tool-call-parser": "tool_parsers",
     "--reasoning-parser": "reasoning_parsers",
 }
+"""The flags whose values name a parser, each the registry that lists them."""
+_REGISTRY_OF_FLAG = {**_PARSER_REGISTRIES, "--quantization": "quantization_methods"}
+"""The registry that lists a flag's values where the launch parser has no choices for it
+(vLLM checks a parser name against a registry, a quantization method against a ``Literal``)."""
 _ARCHITECTURES = re.compile(
     r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
 )
@@ -170,8 +174,9 @@ def _other_engine_spelling(
     engine: str, flag: str, value: str, printed: Sequence[str]
 ) -> str | None:
     """The other engine names this format ``<value>_<format>`` (``llama4_pythonic``) and the
-    format alone is a printed value (``pythonic``): that value."""
-    kind = _REGISTRY_OF_FLAG.get(flag)
+    format alone is a printed value (``pythonic``): that value. Parser names only: a
+    quantization method with a suffix (``quark_mxfp4``) is another method, not a spelling."""
+    kind = _PARSER_REGISTRIES.get(flag)
     if kind is None:
         return None
     found = set()

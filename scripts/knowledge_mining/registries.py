@@ -1,9 +1,11 @@
 """The names an engine release registers at run time, read from its source with ``ast``: the
-model architectures it can load and the tool-call and reasoning parsers it knows.
+model architectures it can load, the tool-call and reasoning parsers and the quantization
+methods it knows.
 
 The launch parser cannot list these (vLLM checks a parser name against a registry filled on
-import), yet they decide the commonest "needs a newer release" incidents: a model whose
-architecture the installed release does not have, a parser name from a newer model card.
+import, and a quantization method against a ``Literal``), yet they decide the commonest "needs a
+newer release" incidents: a model whose architecture the installed release does not have, a
+parser name from a newer model card, a checkpoint quantized with a newer method.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ _LAZY_TABLES = {
     "_REASONING_PARSERS_TO_REGISTER": "reasoning_parsers",
 }
 
+_QUANTIZATION_PACKAGES = {
+    "vllm.model_executor.layers.quantization",
+    "sglang.srt.layers.quantization",  # not sglang.multimodal_gen's, the diffusion runtime's
+}
+
 
 def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
-    """``architectures``, ``tool_parsers`` and ``reasoning_parsers`` of one release, sorted."""
+    """``architectures``, ``tool_parsers``, ``reasoning_parsers`` and ``quantization_methods``
+    of one release, sorted."""
     found: dict[str, set[str]] = {
         "architectures": set(),
         "tool_parsers": set(),
         "reasoning_parsers": set(),
+        "quantization_methods": set(),
     }
     for module, source in sources.items():
         try:
@@ -34,6 +43,8 @@ def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
             found["architectures"] |= set(_registry_dict_keys(tree))
         if ".models." in f"{module}." and module.split(".")[-2:-1] == ["models"]:
             found["architectures"] |= set(_entry_classes(tree))
+        if module in _QUANTIZATION_PACKAGES:
+            found["quantization_methods"] |= set(_quantization_methods(tree))
         for kind, name in _registered_parsers(tree):
             found[kind].add(name)
     return {kind: sorted(names) for kind, names in found.items()}
@@ -60,6 +71,74 @@ def _registry_dict_keys(tree: ast.Module) -> Iterator[str]:
         for key in value.keys:
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 yield key.value
+
+
+def _quantization_methods(tree: ast.Module) -> set[str]:
+    """The names in the quantization package's ``QUANTIZATION_METHODS``: a list (vLLM 0.6 to
+    0.7), a dict's keys (vLLM 0.5, SGLang, whose dict spreads ``**BASE_QUANTIZATION_METHODS``
+    that ``.update({...})`` calls extend per platform) or ``list(get_args(QuantizationMethods))``
+    of a ``Literal[...]`` (vLLM 0.8 on)."""
+    assigned: dict[str, ast.expr] = {}
+    updates: dict[str, list[ast.expr]] = {}
+    for node in _module_level(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "update"
+            and isinstance(node.func.value, ast.Name)
+        ):
+            updates.setdefault(node.func.value.id, []).extend(node.args)
+            continue
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            assigned.setdefault(target.id, value)
+    names: set[str] = set()
+    followed: set[str] = set()
+    pending = ["QUANTIZATION_METHODS"]
+    while pending:
+        name = pending.pop()
+        if name in followed or name not in assigned:
+            continue
+        followed.add(name)
+        for value in [assigned[name], *updates.get(name, [])]:
+            names |= set(_method_names(value, pending))
+    return names
+
+
+def _module_level(tree: ast.Module) -> Iterator[ast.AST]:
+    """The nodes of the module's own code (in ``if`` blocks too), not those of its functions."""
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop(0)
+        yield node
+        pending += [
+            child
+            for child in ast.iter_child_nodes(node)
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
+
+
+def _method_names(node: ast.expr, pending: list[str]) -> Iterator[str]:
+    """The string names ``node`` holds; the names it refers to go to ``pending``."""
+    if isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:  # {**OTHER_METHODS}
+                yield from _method_names(value, pending)
+            else:
+                yield from _strings(key)
+    elif isinstance(node, ast.Subscript):  # Literal["awq", ...]
+        yield from _strings(node.slice)
+    elif isinstance(node, ast.Call) and node.args:  # list(get_args(QuantizationMethods))
+        yield from _method_names(node.args[0], pending)
+    elif isinstance(node, ast.Name):
+        pending.append(node.id)
+    else:
+        yield from _strings(node)
 
 
 def _entry_classes(tree: ast.Module) -> Iterator[str]:
