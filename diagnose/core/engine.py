@@ -278,9 +278,11 @@ class Engine:
                 matched = matched or _explains(state, role, index)
         attempt = self._attempt_of(event.first.seq)
         self.incident.feed(event, attempt, matched)
-        if event.first.origin == "app" and (said := _CAUSE_ELSEWHERE.search(text)):
+        said = _CAUSE_ELSEWHERE.search(text) if event.first.origin == "app" else None
+        if said is not None:
             self.incident.note_failure_notice(event.record_at(said.start()), attempt)
-        if event.first.origin == "app" and _DEATH_NOTICE.search(text):  # after the matching:
+        # a death notice is one of those lines: it is looked for only where one of them is
+        if said is not None and _DEATH_NOTICE.search(text):  # after the matching:
             self._deaths.add(attempt)  # a kill on the same line is still judged on its own
             if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
                 self.incident.died_serving.add(attempt)

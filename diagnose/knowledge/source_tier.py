@@ -253,7 +253,7 @@ def engine_source_findings(incident: IncidentView) -> list[Finding]:
     return []
 
 
-AREAS = {
+_AREAS = {
     "gpu_oom": "GPU memory (how much the server reserves, or what else holds the GPU)",
     "port_in_use": "a port another process holds",
     "host_oom": "host or shared memory (/dev/shm)",
@@ -294,7 +294,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     )
     if category is None:
         return []
-    area = AREAS.get(category, category)
+    area = _AREAS.get(category, category)
     return [
         Finding(
             id="f0",

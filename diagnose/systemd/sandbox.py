@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from diagnose.systemd.unit import UnitConfig
+from diagnose.systemd.unit import UnitConfig, split_words
 
 TRUE_WORDS = frozenset({"yes", "true", "1", "on"})
 NEEDED_FAMILIES = ("AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK")
@@ -52,7 +52,7 @@ def _list_setting(unit: UnitConfig, key: str) -> list[str]:
 
 
 def _words(entries: Iterable[str]) -> list[str]:
-    return [word for entry in entries for word in entry.split()]
+    return [word for entry in entries for word in split_words(entry)]
 
 
 def sandbox_problems(
