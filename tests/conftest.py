@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from diagnose.cli import app
+from diagnose.cli.app import app
 from diagnose.core.engine import Engine
 from diagnose.core.models import Diagnosis, Finding
 from diagnose.core.signature import Signature

@@ -312,7 +312,7 @@ def test_all_commands_are_wired(env) -> None:
 def test_commands_seen_in_help_are_all_the_registered_ones(env) -> None:
     import typer.main
 
-    from diagnose.cli import app
+    from diagnose.cli.app import app
 
     group = typer.main.get_command(app)
     registered = set(group.commands)  # type: ignore[attr-defined]

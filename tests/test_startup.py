@@ -1,5 +1,6 @@
 """What a small run imports: a diagnosis a hand signature decides, with the library cache
-warm, loads neither the knowledge tiers nor YAML, and the JSON report no terminal renderer.
+warm, loads neither the knowledge tiers nor YAML, the JSON report no terminal renderer, and a
+plain run of ``file`` no typer (diagnose.cli.direct).
 (How long it takes is measured in benchmarks/startup.py, not here.)"""
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def test_a_decided_json_run_with_a_warm_cache_loads_no_tier_yaml_or_renderer(
     assert "yaml" not in warm
     assert not {"diagnose.knowledge.tiers", "diagnose.knowledge.source_tier"} & warm
     assert not {m for m in warm if m.startswith("rich.")}
+    assert not {m for m in warm if m.split(".")[0] in {"typer", "click"}}
 
 
 def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:

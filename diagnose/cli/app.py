@@ -1,27 +1,25 @@
-"""The command line. It only wires: parse options, call a command module, exit with its code.
+"""The typer app: every command's options and help. It only wires: parse options, call a
+command module, exit with its code. (A plain ``file`` or ``journal`` run skips it: see
+``diagnose.cli.direct``; after changing those commands' options, run
+``scripts/build_cli_spec.py``.)
 
 No ``from __future__ import annotations`` here: typer reads every command's annotations at
 each start, and evaluating them from strings cost more than the parse itself."""
 
-import atexit
-import errno
-import gc
 import json
 import os
 import sys
-import traceback
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from diagnose import __version__
-from diagnose.core.errors import ExitCode, UserError
+from diagnose.cli import common
+from diagnose.cli.common import duration, emit, engine_and_version, say_fixes, warn
+from diagnose.core.errors import ExitCode
 from diagnose.runs.defaults import POSTMORTEM_DIR, SIGNATURE_DRAFTS_DIR, ListFormat
-
-if TYPE_CHECKING:
-    from diagnose.core.models import Diagnosis
 
 # Command modules are imported inside the commands that use them: `--help`, `--version` and
 # a JSON report load only what they need (start-up is the speed users feel most).
@@ -43,8 +41,6 @@ known_issues_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(known_issues_app, name="known-issues")
-
-_debug = False
 
 
 class Format(str, Enum):
@@ -143,35 +139,6 @@ BootOption = Annotated[
 ]
 
 
-def _warn(message: str) -> None:
-    typer.echo(f"diagnose: warning: {message}", err=True)
-
-
-def _say_host(line: str) -> None:
-    typer.echo(f"diagnose: host {line}", err=True)
-
-
-def _emit(
-    diagnosis: "Diagnosis", fmt: Format, output: Path | None, no_redact: bool, patch_only: bool
-) -> None:
-    """The report, or with ``--patch-only`` the bare drop-in; when there is none, nothing is
-    printed or written, and stderr says why."""
-    from diagnose.render.common import no_dropin_reason, primary_dropin
-    from diagnose.runs import output as report
-
-    if patch_only and primary_dropin(diagnosis) is None:
-        _warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
-        return
-    report.emit(diagnosis, "dropin" if patch_only else fmt.value, output, no_redact)
-
-
-def _say_fixes(lines: list[str]) -> None:
-    """What a fix command did (``fixes_commands.describe``) on stderr; indented lines, the
-    commands to run, stay bare for copying."""
-    for line in lines:
-        typer.echo(line if line.startswith(" ") else f"diagnose: {line}", err=True)
-
-
 def _take_back(unit: str, fix: str | None, root: Path, unit_file: Path | None) -> None:
     """``fixes remove`` / ``fixes undo``: one fix (None: the last) taken out of the drop-in."""
     from diagnose.commands import fixes as fixes_commands
@@ -179,34 +146,13 @@ def _take_back(unit: str, fix: str | None, root: Path, unit_file: Path | None) -
 
     removed, applied = fixes_commands.remove(unit, fix, root, unit_file)
     typer.echo(f"diagnose: took back {removed.id}", err=True)
-    _say_fixes(fixes_commands.describe(applied, unit_name(unit)))
+    say_fixes(fixes_commands.describe(applied, unit_name(unit)))
 
 
-def _duration(value: str | None, option: str) -> float | None:
-    from diagnose.core.signature import parse_duration
-
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ValueError as error:
-        raise UserError(f"{option}: {error}") from None
-
-
-def _engine_version(value: str | None) -> tuple[str, str] | None:
-    from diagnose.core.versions import is_version
-    from diagnose.engines import profiles
-
-    if value is None:
-        return None
-    engine, _, version = value.partition("==")
-    names = [p.name for p in profiles()]
-    if engine.strip().lower() not in names or not is_version(version.strip()):
-        raise UserError(
-            f"--engine-version: {value!r} is not ENGINE==VERSION",
-            help=f"for example sglang==0.5.23 or vllm==0.11.0 (engines: {', '.join(names)})",
-        )
-    return engine.strip().lower(), version.strip()
+def _as_given(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A command's parameters (its ``locals()`` on entry) with choices as their text: what the
+    direct path gives the same body."""
+    return {name: v.value if isinstance(v, Enum) else v for name, v in parameters.items()}
 
 
 def _version(value: bool) -> None:
@@ -224,8 +170,7 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    global _debug
-    _debug = debug
+    common.show_tracebacks = debug
 
 
 @app.command(
@@ -251,20 +196,7 @@ def file_command(
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
-    from diagnose.commands.file import diagnose_files
-    from diagnose.runs import output as report
-
-    diagnosis = diagnose_files(
-        paths or [],
-        signature_dirs or [],
-        _duration(hang_after, "--hang-after"),
-        _warn,
-        engine_version=_engine_version(engine_version),
-        skew_tolerance_s=_duration(clock_skew, "--clock-skew"),
-        jobs=jobs,
-    )
-    _emit(diagnosis, fmt, output, no_redact, patch_only)
-    raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
+    raise typer.Exit(common.run_file(**_as_given(locals())))
 
 
 @app.command(
@@ -337,44 +269,7 @@ def journal_command(
     The last start attempt (the whole restart loop when there is one), with what systemd and
     the kernel logged at that time; the patch is rendered against the unit's real ExecStart.
     """
-    from diagnose.commands import fixes as fixes_commands
-    from diagnose.runs import output as report
-    from diagnose.runs.journal import JournalOptions, diagnose_journal
-    from diagnose.runs.journal import apply as apply_dropin
-
-    options = JournalOptions(
-        unit=unit,
-        files=files or [],
-        directory=directory,
-        boot=boot,
-        since=since,
-        until=until,
-        invocations=invocations,
-        unit_file=unit_file,
-        root=root,
-        gpu=not no_gpu,
-        user=user,
-        engine_version=_engine_version(engine_version),
-        clock_skew=_duration(clock_skew, "--clock-skew"),
-        jobs=jobs,
-    )
-    if progress is None:
-        from diagnose.render.terminal import terminal
-
-        progress = terminal(os.environ, sys.stderr.isatty()).live
-    result = diagnose_journal(
-        options,
-        signature_dirs or [],
-        _duration(hang_after, "--hang-after"),
-        _warn,
-        _say_host if progress else None,
-    )
-    typer.echo(f"diagnose: {result.scope.describe()}", err=True)
-    _emit(result.diagnosis, fmt, output, no_redact, patch_only)
-    if apply:
-        applied = apply_dropin(result, root, into_override)
-        _say_fixes(fixes_commands.describe(applied, result.diagnosis.unit or unit))
-    raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
+    raise typer.Exit(common.run_journal(**_as_given(locals())))
 
 
 @app.command(
@@ -413,14 +308,14 @@ def watch_command(
         path,
         unit,
         signature_dirs or [],
-        _duration(hang_after, "--hang-after"),
-        _duration(poll, "--poll") or 1.0,
+        duration(hang_after, "--hang-after"),
+        duration(poll, "--poll") or 1.0,
         exit_on_finding,
         interactive=terminal(os.environ, sys.stderr.isatty()).live and output is None,
         echo=lambda line: typer.echo(line, err=True),
         redact=not no_redact,
     )
-    _emit(diagnosis, fmt, output, no_redact, patch_only)
+    emit(diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
 
 
@@ -528,7 +423,7 @@ def postmortem_write(
 
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
     written = postmortem_commands.write(
-        options, directory, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+        options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn
     )
     typer.echo(f"diagnose: {written.result.scope.describe()}", err=True)
     typer.echo(f"diagnose: wrote {written.markdown}", err=True)
@@ -585,7 +480,7 @@ def verify_command(
 
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir, boot=boot)
     verification = verify_commands.verify(
-        options, compare, signature_dirs or [], _duration(hang_after, "--hang-after"), _warn
+        options, compare, signature_dirs or [], duration(hang_after, "--hang-after"), warn
     )
     from diagnose.core.redact import Redactor
 
@@ -650,10 +545,10 @@ def preflight_command(
         root=root,
         gpu=not no_gpu,
         port=not no_port,
-        engine_version=_engine_version(engine_version),
+        engine_version=engine_and_version(engine_version),
     )
-    result = run_preflight(options, signature_dirs or [], _warn)
-    _emit(result.diagnosis, fmt, output, no_redact, patch_only)
+    result = run_preflight(options, signature_dirs or [], warn)
+    emit(result.diagnosis, fmt, output, no_redact, patch_only)
     raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
 
 
@@ -762,7 +657,7 @@ def signatures_new(
     from diagnose.commands.file import diagnose_files
 
     # drafted from what no signature explains, whatever the knowledge tiers would say
-    diagnosis = diagnose_files([str(source)], signature_dirs or [], None, _warn, knowledge=False)
+    diagnosis = diagnose_files([str(source)], signature_dirs or [], None, warn, knowledge=False)
     written = new_signature.draft(source, diagnosis, signature_id, out)
     typer.echo(f"wrote {written.signature} and {written.fixture}")
     typer.echo(f"next: finish the TODOs, then `diagnose signatures test {out}`")
@@ -829,93 +724,10 @@ def known_issues_add(
     from diagnose.commands import known_issues as known_issues_commands
     from diagnose.commands.file import diagnose_files
 
-    diagnosis = diagnose_files([str(source)], [], None, _warn, knowledge=False)
+    diagnosis = diagnose_files([str(source)], [], None, warn, knowledge=False)
     written = known_issues_commands.draft(source, diagnosis, thread, out)
     typer.echo(f"wrote {written}")
     typer.echo(
         "next: write the title, category, cause and fix (structured), move it under "
         "knowledge/known-issues/, then `diagnose known-issues lint` and `build`"
     )
-
-
-def main() -> None:
-    """Entry point: one handler for user errors (exit 2) and internal errors (exit 3)."""
-    # The command line loads no pydantic plugins: looking for them reads the metadata of every
-    # installed package at each start (set the variable yourself to choose otherwise).
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    # What a run allocates first (modules, classes, the library) lives until it ends: the
-    # cycle collector need not walk it again and again (a tenth of a small run's time), nor
-    # walk everything the run made once more as the interpreter exits (3% of a small run).
-    # It looks at new objects every 50 000 allocations, not 700: the modules a command imports
-    # (the schema, the engine) are not walked before the run starts (1% of a small run).
-    gc.freeze()
-    gc.set_threshold(50_000, 10, 10)
-    atexit.register(gc.freeze)
-    try:
-        code = app(standalone_mode=False)
-    except UserError as error:
-        typer.echo(f"diagnose: error: {error}", err=True)
-        sys.exit(ExitCode.USER_ERROR)
-    except KeyboardInterrupt:
-        typer.echo("diagnose: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(ExitCode.OK)
-    except OSError as error:
-        if error.errno not in _OUTPUT_ERRNOS:
-            _internal_error(error)
-        _silence_stdout()  # so that the exit flush does not fail a second time
-        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
-        sys.exit(ExitCode.USER_ERROR)
-    except Exception as error:  # the one place an internal error becomes exit 3
-        if type(error).__name__ == "Abort":  # click's (typer vendors its own copy)
-            typer.echo("diagnose: interrupted", err=True)
-            sys.exit(130)
-        if callable(getattr(error, "format_message", None)) and isinstance(
-            getattr(error, "exit_code", None), int
-        ):  # a usage error (bad option or argument): one line, like every user error
-            message = error.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
-            context = getattr(error, "ctx", None)
-            command = context.command_path if context is not None else "diagnose"
-            if message:  # no message: the help was shown (no arguments given)
-                typer.echo(f"diagnose: error: {message} (help: {command} --help)", err=True)
-            sys.exit(ExitCode.USER_ERROR)
-        _internal_error(error)
-    try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-    except OSError as error:
-        _silence_stdout()
-        typer.echo(f"diagnose: error: cannot write the output: {error.strerror}", err=True)
-        sys.exit(ExitCode.USER_ERROR)
-    sys.exit(code if isinstance(code, int) else ExitCode.OK)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's exit flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}
-"""Errors of writing the output (a full disk, a closed descriptor): the user's to fix."""
-
-
-def _internal_error(error: BaseException) -> NoReturn:
-    """The one place an internal error becomes exit 3."""
-    if _debug:
-        traceback.print_exc()
-    typer.echo(
-        f"diagnose: internal error: {type(error).__name__}: {error}\n"
-        "This is a bug: please report it with the command you ran "
-        "(add --debug for the traceback).",
-        err=True,
-    )
-    sys.exit(ExitCode.INTERNAL_ERROR)

@@ -1,0 +1,179 @@
+"""What the typer app and the direct path share: the bodies of ``file`` and ``journal``, the
+checks of their text options, and the lines they say on stderr. No typer here: a plain run
+of either command does not import it (start-up is the speed users feel most)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from diagnose.core.errors import ExitCode, UserError
+
+if TYPE_CHECKING:
+    from diagnose.core.models import Diagnosis
+
+show_tracebacks = False
+"""``--debug``: an internal error prints its traceback."""
+
+
+def say(line: str) -> None:
+    """One line on stderr, the way every message of the command line is written."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
+
+
+def warn(message: str) -> None:
+    say(f"diagnose: warning: {message}")
+
+
+def say_host(line: str) -> None:
+    say(f"diagnose: host {line}")
+
+
+def say_fixes(lines: list[str]) -> None:
+    """What a fix command did (``fixes_commands.describe``) on stderr; indented lines, the
+    commands to run, stay bare for copying."""
+    for line in lines:
+        say(line if line.startswith(" ") else f"diagnose: {line}")
+
+
+def emit(
+    diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool, patch_only: bool
+) -> None:
+    """The report, or with ``--patch-only`` the bare drop-in; when there is none, nothing is
+    printed or written, and stderr says why."""
+    from diagnose.render.common import no_dropin_reason, primary_dropin
+    from diagnose.runs import output as report
+
+    if patch_only and primary_dropin(diagnosis) is None:
+        warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
+        return
+    report.emit(diagnosis, "dropin" if patch_only else fmt, output, no_redact)
+
+
+def duration(value: str | None, option: str) -> float | None:
+    """A duration option (``5m``, ``30s``) in seconds, checked."""
+    from diagnose.core.signature import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise UserError(f"{option}: {error}") from None
+
+
+def engine_and_version(value: str | None) -> tuple[str, str] | None:
+    """``--engine-version``'s ENGINE==VERSION, checked."""
+    from diagnose.core.versions import is_version
+    from diagnose.engines import profiles
+
+    if value is None:
+        return None
+    engine, _, version = value.partition("==")
+    names = [p.name for p in profiles()]
+    if engine.strip().lower() not in names or not is_version(version.strip()):
+        raise UserError(
+            f"--engine-version: {value!r} is not ENGINE==VERSION",
+            help=f"for example sglang==0.5.23 or vllm==0.11.0 (engines: {', '.join(names)})",
+        )
+    return engine.strip().lower(), version.strip()
+
+
+def run_file(
+    paths: list[str] | None,
+    fmt: str,
+    output: Path | None,
+    signature_dirs: list[Path] | None,
+    fail_on: str,
+    hang_after: str | None,
+    no_redact: bool,
+    engine_version: str | None,
+    patch_only: bool,
+    clock_skew: str | None,
+    jobs: int,
+) -> ExitCode:
+    """``diagnose file``: its options as the command line gives them; the exit code."""
+    from diagnose.commands.file import diagnose_files
+    from diagnose.runs import output as report
+
+    diagnosis = diagnose_files(
+        paths or [],
+        signature_dirs or [],
+        duration(hang_after, "--hang-after"),
+        warn,
+        engine_version=engine_and_version(engine_version),
+        skew_tolerance_s=duration(clock_skew, "--clock-skew"),
+        jobs=jobs,
+    )
+    emit(diagnosis, fmt, output, no_redact, patch_only)
+    return report.exit_code(diagnosis, fail_on)
+
+
+def run_journal(
+    unit: str,
+    user: bool,
+    invocations: int | None,
+    since: str | None,
+    until: str | None,
+    boot: str | None,
+    files: list[Path] | None,
+    directory: Path | None,
+    unit_file: Path | None,
+    apply: bool,
+    into_override: bool,
+    root: Path | None,
+    no_gpu: bool,
+    fmt: str,
+    output: Path | None,
+    signature_dirs: list[Path] | None,
+    fail_on: str,
+    hang_after: str | None,
+    no_redact: bool,
+    engine_version: str | None,
+    patch_only: bool,
+    clock_skew: str | None,
+    jobs: int,
+    progress: bool | None,
+) -> ExitCode:
+    """``diagnose journal``: its options as the command line gives them; the exit code."""
+    from diagnose.commands import fixes as fixes_commands
+    from diagnose.runs import output as report
+    from diagnose.runs.journal import JournalOptions, diagnose_journal
+    from diagnose.runs.journal import apply as apply_dropin
+
+    options = JournalOptions(
+        unit=unit,
+        files=files or [],
+        directory=directory,
+        boot=boot,
+        since=since,
+        until=until,
+        invocations=invocations,
+        unit_file=unit_file,
+        root=root,
+        gpu=not no_gpu,
+        user=user,
+        engine_version=engine_and_version(engine_version),
+        clock_skew=duration(clock_skew, "--clock-skew"),
+        jobs=jobs,
+    )
+    if progress is None:
+        from diagnose.render.terminal import terminal
+
+        progress = terminal(os.environ, sys.stderr.isatty()).live
+    result = diagnose_journal(
+        options,
+        signature_dirs or [],
+        duration(hang_after, "--hang-after"),
+        warn,
+        say_host if progress else None,
+    )
+    say(f"diagnose: {result.scope.describe()}")
+    emit(result.diagnosis, fmt, output, no_redact, patch_only)
+    if apply:
+        applied = apply_dropin(result, root, into_override)
+        say_fixes(fixes_commands.describe(applied, result.diagnosis.unit or unit))
+    return report.exit_code(result.diagnosis, fail_on)
