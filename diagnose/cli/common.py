@@ -139,10 +139,8 @@ def run_journal(
     progress: bool | None,
 ) -> ExitCode:
     """``diagnose journal``: its options as the command line gives them; the exit code."""
-    from diagnose.commands import fixes as fixes_commands
     from diagnose.runs import output as report
     from diagnose.runs.journal import JournalOptions, diagnose_journal
-    from diagnose.runs.journal import apply as apply_dropin
 
     options = JournalOptions(
         unit=unit,
@@ -174,6 +172,9 @@ def run_journal(
     say(f"diagnose: {result.scope.describe()}")
     emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if apply:
+        from diagnose.commands import fixes as fixes_commands
+        from diagnose.runs.journal import apply as apply_dropin
+
         applied = apply_dropin(result, root, into_override)
         say_fixes(fixes_commands.describe(applied, result.diagnosis.unit or unit))
     return report.exit_code(result.diagnosis, fail_on)
