@@ -4,8 +4,10 @@
 
 Runs each command N times as a new process (as a hook, a CI step or a user does) and prints
 the best and the median wall time: `python -c pass`, `diagnose --version`, `diagnose --help`,
-and `diagnose file` on the bundled incident (153-line journal export) as JSON and as text,
-with the library cache warm and the package's bytecode written (the first run does both, as
+`diagnose file` on the bundled incident (153-line journal export) as JSON and as text, and
+`diagnose journal` on a real journal file of that incident (291 entries with a healthy run
+before it, made with `systemd-journal-remote`; left out where it is not installed), with the
+library cache warm and the package's bytecode written (the first run does both, as
 an install does, and is not counted). The last column is the best time as a multiple of the
 bare Python start. `benchmarks/run.py` prints the same table after its large inputs.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import benchmarks  # noqa: F401  (stops with one line outside the project's environment)
+from tests.journalgen import UNIT, crashloop_entries, journal_remote, write_journal
 
 REPO = Path(__file__).resolve().parent.parent
 INCIDENT = REPO / "fixtures" / "incidents" / "qwen-122b-crashloop.journal.txt"
@@ -52,6 +55,10 @@ def startup_table(rounds: int) -> list[str]:
             "file (json)": [*DIAGNOSE, "file", str(INCIDENT), "--format", "json"],
             "file (text)": [*DIAGNOSE, "file", str(INCIDENT)],
         }
+        if journal_remote() is not None:
+            journal = write_journal(crashloop_entries(), Path(cache) / "crashloop.journal")
+            journal_args = ["-u", UNIT, "--file", str(journal), "--no-gpu", "--format", "json"]
+            cases["journal (json)"] = [*DIAGNOSE, "journal", *journal_args]
         results = {name: _times(command, rounds, environment) for name, command in cases.items()}
     bare = min(results["python -c pass"])
     lines = [f"{'command':<22}{'best s':>9}{'median s':>10}{'x python':>10}"]
