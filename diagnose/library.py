@@ -119,7 +119,10 @@ def _cache_dir() -> Path | None:
     return Path(cache_home) / "diagnose"
 
 
-_SCHEMA_MODULES = (signature_schema, models, expr, versions, sys.modules[__name__])
+_SCHEMA_SOURCES = (
+    *(Path(str(module.__file__)) for module in (signature_schema, models, expr, versions)),
+    Path(__file__),
+)
 """The code that turns YAML into the cached objects: a checkout that changes it under the same
 version must not read objects of the old shape."""
 
@@ -132,8 +135,8 @@ def _cache_entry(kind: str, paths: list[Path], contents: list[bytes]) -> Path | 
         return None
     digest = hashlib.sha256(__version__.encode())
     try:
-        for module in _SCHEMA_MODULES:
-            digest.update(Path(str(module.__file__)).read_bytes())
+        for source in _SCHEMA_SOURCES:
+            digest.update(source.read_bytes())
     except OSError:
         return None
     for path, content in zip(paths, contents, strict=True):

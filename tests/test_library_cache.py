@@ -9,7 +9,6 @@ import pickle
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -153,7 +152,7 @@ def test_a_changed_schema_module_is_a_new_entry(
 ) -> None:
     source = tmp_path / "schema.py"
     source.write_text("class Signature: ...\n")
-    monkeypatch.setattr(library, "_SCHEMA_MODULES", (types.SimpleNamespace(__file__=source),))
+    monkeypatch.setattr(library, "_SCHEMA_SOURCES", (source,))
     load_directory(signatures)
     source.write_text("class Signature:\n    added: int\n")
     load_directory(signatures)
