@@ -141,8 +141,10 @@ def test_an_entry_others_may_write_is_never_unpickled(
     (entry,) = _entries(cache)
     assert entry.stat().st_mode & 0o777 == 0o600
     entry.chmod(0o666)
-    monkeypatch.setattr(pickle, "load", _no_yaml)  # reading it would fail the test
+    unpickled: list[object] = []
+    monkeypatch.setattr(pickle, "load", unpickled.append)
     (signature,) = load_directory(signatures)
+    assert unpickled == []
     assert signature.id == "systemd-exec-failed"
     assert entry.stat().st_mode & 0o777 == 0o600  # written again, only ours
 
