@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import marshal
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from diagnose import __version__
 from diagnose.atomic import write_bytes_atomically
+from diagnose.core import expr, models, versions
+from diagnose.core import signature as signature_schema
 from diagnose.core.engine import Engine
 from diagnose.core.errors import UserError
-from diagnose.core.signature import PREVALIDATED, Architectures, Pattern, Relations, Signature
+from diagnose.core.signature import Architectures, Pattern, Relations, Signature
 from diagnose.knowledge.deferred import (
     EngineSourceTier,
     KnownIssueTier,
@@ -79,7 +81,7 @@ def load_file(path: Path) -> Signature:
     return _validate(path, _parse_yaml(path, _read_bytes(path)))
 
 
-def _validate(path: Path, data: object, prevalidated: bool = False) -> Signature:
+def _validate(path: Path, data: object) -> Signature:
     if not isinstance(data, dict):
         raise UserError(
             f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}"
@@ -91,7 +93,7 @@ def _validate(path: Path, data: object, prevalidated: bool = False) -> Signature
             help=f"rename the file to {declared}.yaml or set id: {path.stem}",
         )
     try:
-        return Signature.model_validate(data, context={PREVALIDATED: prevalidated})
+        return Signature.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
@@ -117,71 +119,113 @@ def _cache_dir() -> Path | None:
     return Path(cache_home) / "diagnose"
 
 
-def _cached(
-    kind: str, paths: list[Path], contents: list[bytes]
-) -> tuple[list[object] | None, Path | None]:
-    """The files' parsed YAML from the cache entry of these exact bytes (None when absent,
-    unreadable or corrupt), and that entry (None when caching is off)."""
+_SCHEMA_SOURCES = (
+    *(Path(str(module.__file__)) for module in (signature_schema, models, expr, versions)),
+    Path(__file__),
+)
+"""The code that turns YAML into the cached objects: a checkout that changes it under the same
+version must not read objects of the old shape."""
+
+
+def _cache_entry(kind: str, paths: list[Path], contents: list[bytes]) -> Path | None:
+    """Where the objects loaded from these exact bytes are kept (None when caching is off or
+    the schema's source cannot be read)."""
+    directory = _cache_dir()
+    if directory is None:
+        return None
     digest = hashlib.sha256(__version__.encode())
+    try:
+        for source in _SCHEMA_SOURCES:
+            digest.update(source.read_bytes())
+    except OSError:
+        return None
     for path, content in zip(paths, contents, strict=True):
         digest.update(f"\0{path.name}\0{len(content)}\0".encode())
         digest.update(content)
-    directory = _cache_dir()
-    if directory is None:
-        return None, None
-    entry = directory / f"{kind}-{digest.hexdigest()[:32]}.marshal"
+    return directory / f"{kind}-{digest.hexdigest()[:32]}.pickle"
+
+
+def _read_cache(entry: Path) -> object:
+    """The objects kept in ``entry``; None when it is absent, corrupt, or not only ours to
+    write (unpickling runs code: a file someone else could have written is never read)."""
     try:
-        cached = marshal.loads(entry.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None, entry  # parse again
-    if isinstance(cached, list) and len(cached) == len(paths):
-        return cached, entry
-    return None, entry
+        with entry.open("rb") as handle:
+            status = os.fstat(handle.fileno())
+            if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+                return None
+            return pickle.load(handle)
+    except Exception:  # any damage (truncation, a class since renamed): load the files again
+        return None
 
 
-def _parsed_files(paths: list[Path]) -> tuple[list[tuple[Path, object]], bool, Path | None]:
-    """Each file's YAML; whether it comes from the cache (these exact bytes validated before);
-    and the cache entry to write once they validate (None when cached or caching is off)."""
-    contents = [_read_bytes(path) for path in paths]
-    cached, entry = _cached("library", paths, contents)
-    if cached is not None:
-        return list(zip(paths, cached, strict=True)), True, None
-    parsed = [_parse_yaml(path, content) for path, content in zip(paths, contents, strict=True)]
-    return list(zip(paths, parsed, strict=True)), False, entry
-
-
-def _save_cache(entry: Path, data: list[object]) -> None:
+def _save_cache(entry: Path, loaded: object) -> None:
     """Best effort: a cache that cannot be written only costs the next run some time.
     Entries not used for a month are removed when a new one is written."""
     try:
-        payload = marshal.dumps(data)
+        payload = pickle.dumps(loaded, protocol=pickle.HIGHEST_PROTOCOL)
         entry.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomically(entry, payload)
+        write_bytes_atomically(entry, payload, mode=0o600)
         month_ago = time.time() - 30 * 86400
-        for old in entry.parent.glob("*.marshal"):
+        for old in entry.parent.glob("*.pickle"):
             if old.stat().st_atime < month_ago:
                 old.unlink()
-    except (OSError, ValueError):
+    except (OSError, pickle.PicklingError):
         pass
+
+
+_Loaded = TypeVar("_Loaded")
+
+
+def _through_cache(
+    kind: str,
+    paths: list[Path],
+    contents: list[bytes],
+    load: Callable[[], _Loaded],
+    kept: Callable[[object], TypeGuard[_Loaded]],
+) -> _Loaded:
+    """What ``load`` makes of these files, or what it made of these exact bytes before (a warm
+    run neither parses YAML nor validates). ``kept`` tells a cached result of the right kind
+    from anything else the entry could hold."""
+    entry = _cache_entry(kind, paths, contents)
+    if entry is not None:
+        cached = _read_cache(entry)
+        if kept(cached):
+            return cached
+    loaded = load()
+    if entry is not None:
+        _save_cache(entry, loaded)
+    return loaded
+
+
+def _signatures(cached: object) -> TypeGuard[list[Signature]]:
+    return isinstance(cached, list) and all(isinstance(item, Signature) for item in cached)
+
+
+def _patterns(cached: object) -> TypeGuard[tuple[Pattern, ...]]:
+    return isinstance(cached, tuple) and all(isinstance(item, Pattern) for item in cached)
 
 
 def load_directory(directory: Path) -> list[Signature]:
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory of signatures")
-    loaded: dict[str, Path] = {}
-    signatures = []
-    parsed, cached, entry = _parsed_files(signature_files(directory))
-    for path, data in parsed:
-        signature = _validate(path, data, prevalidated=cached)
-        if signature.id in loaded:
-            raise UserError(
-                f"{path}: duplicate signature id {signature.id!r}, also in {loaded[signature.id]}"
-            )
-        loaded[signature.id] = path
-        signatures.append(signature)
-    if entry is not None:
-        _save_cache(entry, [data for _, data in parsed])
-    return signatures
+    paths = signature_files(directory)
+    contents = [_read_bytes(path) for path in paths]
+
+    def load() -> list[Signature]:
+        loaded: dict[str, Path] = {}
+        signatures = []
+        for path, content in zip(paths, contents, strict=True):
+            signature = _validate(path, _parse_yaml(path, content))
+            if signature.id in loaded:
+                raise UserError(
+                    f"{path}: duplicate signature id {signature.id!r}, "
+                    f"also in {loaded[signature.id]}"
+                )
+            loaded[signature.id] = path
+            signatures.append(signature)
+        return signatures
+
+    return _through_cache("library", paths, contents, load, _signatures)
 
 
 def load_library(
@@ -225,24 +269,19 @@ def _say_override(signature_id: str, directory: Path) -> None:
         )
 
 
-_Checked = TypeVar("_Checked")
-
-
-def _read_data(path: Path, what: str, check: Callable[[object, bool], _Checked]) -> _Checked:
-    """A data file beside the signatures, parsed (or its parse from the cache) and passed to
-    ``check`` with whether those exact bytes passed it before; cached once it has passed."""
+def _read_data(
+    path: Path,
+    what: str,
+    load: Callable[[object], _Loaded],
+    kept: Callable[[object], TypeGuard[_Loaded]],
+) -> _Loaded:
+    """A data file beside the signatures, parsed and checked by ``load`` (or what ``load``
+    made of the same bytes before)."""
     try:
         content = path.read_bytes()
     except OSError as error:
         raise UserError(f"{path}: cannot read the {what}: {error.strerror}") from None
-    cached, entry = _cached("data", [path], [content])
-    if cached is not None:
-        return check(cached[0], True)
-    data = _parse_yaml(path, content)
-    checked = check(data, False)
-    if entry is not None:
-        _save_cache(entry, [data])
-    return checked
+    return _through_cache("data", [path], [content], lambda: load(_parse_yaml(path, content)), kept)
 
 
 _Data = TypeVar("_Data", bound=BaseModel)
@@ -251,14 +290,17 @@ _Data = TypeVar("_Data", bound=BaseModel)
 def _load_model(path: Path, what: str, model: type[_Data]) -> _Data:
     """A data file beside the signatures, checked against its schema."""
 
-    def check(data: object, _prevalidated: bool) -> _Data:
+    def load(data: object) -> _Data:
         try:
             return model.model_validate(data)
         except ValidationError as error:
             first = error.errors()[0]
             raise UserError(f"{path}: {_location(first)}: {first['msg']}") from None
 
-    return _read_data(path, what, check)
+    def kept(cached: object) -> TypeGuard[_Data]:
+        return isinstance(cached, model)
+
+    return _read_data(path, what, load, kept)
 
 
 @functools.cache
@@ -280,14 +322,14 @@ def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
     """Values every signature can use (launch arguments, versions), from ``_facts.yaml``."""
     path = (directory or builtin_dir()) / FACTS_FILE
 
-    def check(data: object, prevalidated: bool) -> tuple[Pattern, ...]:
+    def load(data: object) -> tuple[Pattern, ...]:
         facts = data.get("facts") if isinstance(data, dict) else None
         if not isinstance(facts, list):
             raise UserError(f"{path}: expected a list under 'facts'")
         patterns = []
         for index, item in enumerate(facts):
-            try:  # from the cache, regexes compile on first use (most lines need few)
-                patterns.append(Pattern.model_validate(item, context={PREVALIDATED: prevalidated}))
+            try:
+                patterns.append(Pattern.model_validate(item))
             except ValidationError as error:
                 first = error.errors()[0]
                 raise UserError(
@@ -295,7 +337,7 @@ def load_facts(directory: Path | None = None) -> tuple[Pattern, ...]:
                 ) from None
         return tuple(patterns)
 
-    return _read_data(path, "facts file", check)
+    return _read_data(path, "facts file", load, _patterns)
 
 
 def engine_for(

@@ -1,15 +1,21 @@
-"""The parsed library is kept between runs, keyed by the files' bytes: a later run skips YAML
-and compiles each regex only when a line needs it, and a stale or corrupt cache is harmless."""
+"""The loaded library is kept between runs, keyed by the files' bytes and the schema's code: a
+later run neither parses YAML nor validates, compiles each regex only when a line needs it, and
+a stale, corrupt or foreign cache entry is harmless."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from diagnose import library
 from diagnose.core.errors import UserError
+from diagnose.core.signature import Pattern, Signature
 from diagnose.library import CACHE_DIR_VARIABLE, load_directory
 
 from .conftest import REPO
@@ -37,11 +43,15 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _entries(cache: Path) -> list[Path]:
-    return sorted(cache.glob("library-*.marshal"))
+    return sorted(cache.glob("library-*.pickle"))
 
 
 def _no_yaml(path: Path, content: bytes) -> object:
     raise AssertionError(f"{path} was parsed although the cache holds it")
+
+
+def _no_validation(cls: type, *args: object, **kwargs: object) -> object:
+    raise AssertionError(f"{cls.__name__} was validated although the cache holds it")
 
 
 def test_second_load_reads_the_cache_and_gives_the_same_signatures(
@@ -50,8 +60,31 @@ def test_second_load_reads_the_cache_and_gives_the_same_signatures(
     first = load_directory(signatures)
     assert len(_entries(cache)) == 1
     monkeypatch.setattr(library, "_parse_yaml", _no_yaml)
+    monkeypatch.setattr(Signature, "model_validate", classmethod(_no_validation))
     second = load_directory(signatures)
     assert [s.model_dump() for s in second] == [s.model_dump() for s in first]
+
+
+def test_the_cache_holds_no_compiled_regex(signatures: Path, cache: Path) -> None:
+    (cold,) = load_directory(signatures)
+    assert cold.patterns()[0]._compiled is not None  # compiled, and so checked, when loaded
+    (entry,) = _entries(cache)
+    (kept,) = pickle.loads(entry.read_bytes())
+    assert [p._compiled for p in kept.patterns()] == [None] * len(kept.patterns())
+    assert kept._conditions == {} and kept._derived is None
+
+
+def test_cached_derived_values_are_parsed_when_first_used(tmp_path: Path, cache: Path) -> None:
+    directory = tmp_path / "signatures"
+    directory.mkdir()
+    shutil.copy(REPO / "signatures" / "common" / "parallel-size-not-divisible.yaml", directory)
+    (cold,) = load_directory(directory)
+    (warm,) = load_directory(directory)
+    assert warm._derived is None
+    values = {"model_count": 40, "tp": 6, "numerator": 10, "denominator": 4}
+    assert {n: a.value(values) for n, a in warm.derived.items()} == {
+        n: a.value(values) for n, a in cold.derived.items()
+    }
 
 
 def test_cached_patterns_compile_when_first_used_and_still_match(
@@ -86,10 +119,46 @@ def test_a_changed_file_is_parsed_again(signatures: Path, cache: Path) -> None:
 def test_a_corrupt_entry_is_ignored_and_replaced(signatures: Path, cache: Path) -> None:
     load_directory(signatures)
     (entry,) = _entries(cache)
-    entry.write_bytes(b"\x00not marshal")
+    entry.write_bytes(b"\x00not a pickle")
     (signature,) = load_directory(signatures)
     assert signature.id == "systemd-exec-failed"
-    assert entry.read_bytes() != b"\x00not marshal"
+    assert entry.read_bytes() != b"\x00not a pickle"
+
+
+def test_an_entry_of_another_kind_is_ignored_and_replaced(signatures: Path, cache: Path) -> None:
+    load_directory(signatures)
+    (entry,) = _entries(cache)
+    entry.write_bytes(pickle.dumps([{"id": "systemd-exec-failed"}]))
+    (signature,) = load_directory(signatures)
+    assert isinstance(signature, Signature)
+    assert isinstance(pickle.loads(entry.read_bytes())[0], Signature)
+
+
+def test_an_entry_others_may_write_is_never_unpickled(
+    signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_directory(signatures)
+    (entry,) = _entries(cache)
+    assert entry.stat().st_mode & 0o777 == 0o600
+    entry.chmod(0o666)
+    unpickled: list[object] = []
+    monkeypatch.setattr(pickle, "load", unpickled.append)
+    (signature,) = load_directory(signatures)
+    assert unpickled == []
+    assert signature.id == "systemd-exec-failed"
+    assert entry.stat().st_mode & 0o777 == 0o600  # written again, only ours
+
+
+def test_a_changed_schema_module_is_a_new_entry(
+    signatures: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "schema.py"
+    source.write_text("class Signature: ...\n")
+    monkeypatch.setattr(library, "_SCHEMA_SOURCES", (source,))
+    load_directory(signatures)
+    source.write_text("class Signature:\n    added: int\n")
+    load_directory(signatures)
+    assert len(_entries(cache)) == 2
 
 
 def test_a_bad_regex_is_reported_and_nothing_is_cached(signatures: Path, cache: Path) -> None:
@@ -126,8 +195,9 @@ def test_data_files_beside_the_signatures_are_cached_too(
     directory.mkdir()
     shutil.copy(REPO / "signatures" / library.FACTS_FILE, directory)
     first = [p.model_dump() for p in library.load_facts.__wrapped__(directory)]
-    assert len(list(cache.glob("data-*.marshal"))) == 1
+    assert len(list(cache.glob("data-*.pickle"))) == 1
     monkeypatch.setattr(library, "_parse_yaml", _no_yaml)
+    monkeypatch.setattr(Pattern, "model_validate", classmethod(_no_validation))
     assert [p.model_dump() for p in library.load_facts.__wrapped__(directory)] == first
     (directory / library.FACTS_FILE).write_text("facts: [")  # changed bytes: parsed again
     monkeypatch.undo()
@@ -155,4 +225,32 @@ def test_facts_with_a_bad_regex_are_not_cached(tmp_path: Path, cache: Path) -> N
     for _ in range(2):  # the second run is told too, not handed an uncompiled regex
         with pytest.raises(UserError, match="regex does not compile"):
             library.load_facts.__wrapped__(directory)
-    assert list(cache.glob("data-*.marshal")) == []
+    assert list(cache.glob("data-*.pickle")) == []
+
+
+WARM_LOAD_PROBE = """
+from diagnose.library import load_facts, load_library
+load_library(include_user_dirs=False)
+load_facts()
+from diagnose.core.models import Diagnosis
+from diagnose.core.signature import Pattern, Relations, Signature
+print([m.__pydantic_complete__ for m in (Signature, Pattern, Relations, Diagnosis)])
+"""
+
+
+def test_a_warm_load_builds_no_schema(tmp_path: Path) -> None:
+    """Building the signature schema is a tenth of a small run; a cached library needs none,
+    and no report model is built before the first report is."""
+    environment = {**os.environ, CACHE_DIR_VARIABLE: str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", WARM_LOAD_PROBE],
+            capture_output=True,
+            text=True,
+            env=environment,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    ]
+    assert runs[0] == "[True, True, True, False]\n"  # the cold run validated the files
+    assert runs[1] == "[False, False, False, False]\n"

@@ -108,7 +108,7 @@ _INCIDENT_LINE = "# incident: "
 class Fix(BaseModel):
     """One fix in diagnose's drop-in: the patch of one finding, and the incident it came from."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str
     signature: str

@@ -96,7 +96,10 @@ def empty_dict() -> dict[str, Any]:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Validators build when a model is first used: a command pays only for the models it
+    makes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Evidence(_Frozen):

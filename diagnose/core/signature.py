@@ -13,7 +13,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -43,15 +42,25 @@ def parse_duration(value: Any) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
-PREVALIDATED = "prevalidated"
-"""Validation-context key: the data passed this schema before (a cached library)."""
-
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Engine = Literal["sglang", "vllm", "any"]
 
 
 class _Schema(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Schemas build when first used: a run whose library comes from the cache never
+    validates a signature."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickled (the library cache) without the private attributes, which are compiled
+        regexes and parsed conditions: rebuilt on first use, not at every load (a pickled
+        regex compiles as it is read; a parsed condition holds lambdas)."""
+        private = {
+            name: attr.get_default(call_default_factory=True)
+            for name, attr in self.__private_attributes__.items()
+        }
+        return {**super().__getstate__(), "__pydantic_private__": private or None}
 
 
 class Pattern(_Schema):
@@ -70,16 +79,12 @@ class Pattern(_Schema):
     _conditions: list[Condition] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _compile(self, info: ValidationInfo) -> "Pattern":
-        # A library read back from the cache was checked when it was cached: its regexes
-        # compile and its conditions are read on first use (most never run), not at every
-        # start.
-        if not (info.context or {}).get(PREVALIDATED):
-            try:
-                self._compiled = regex.compile(self.regex, self._flags())
-            except regex.error as error:
-                raise ValueError(f"regex does not compile: {error}") from None
-            self._conditions = [Condition(text) for text in self.where]
+    def _compile(self) -> "Pattern":
+        try:
+            self._compiled = regex.compile(self.regex, self._flags())
+        except regex.error as error:
+            raise ValueError(f"regex does not compile: {error}") from None
+        self._conditions = [Condition(text) for text in self.where]
         return self
 
     def _flags(self) -> int:
@@ -392,7 +397,7 @@ class Signature(_Schema):
     )
     examples: Examples
 
-    _derived: dict[str, Arithmetic] = PrivateAttr(default_factory=dict)
+    _derived: dict[str, Arithmetic] | None = PrivateAttr(default=None)
     _conditions: dict[str, Condition] = PrivateAttr(default_factory=dict)
 
     @field_validator("explanation", mode="before")
@@ -406,19 +411,19 @@ class Signature(_Schema):
         return known_category(value)
 
     @model_validator(mode="after")
-    def _prepare(self, info: ValidationInfo) -> "Signature":
+    def _prepare(self) -> "Signature":
         try:
-            self._derived = {name: Arithmetic(source) for name, source in self.derive.items()}
-            # A cached library was checked when it was cached: its conditions are read when
-            # first tested (few signatures fire), and its templates are not checked again.
-            if not (info.context or {}).get(PREVALIDATED):
-                every_when = [c for t in self._conditional_items() for c in t]
-                self._conditions = {text: Condition(text) for text in every_when}
-                for template in self._templates():
-                    template_fields(template)
+            self._derived = self._arithmetic()
+            every_when = [c for t in self._conditional_items() for c in t]
+            self._conditions = {text: Condition(text) for text in every_when}
+            for template in self._templates():
+                template_fields(template)
         except ExpressionError as error:
             raise ValueError(str(error)) from None
         return self
+
+    def _arithmetic(self) -> dict[str, Arithmetic]:
+        return {name: Arithmetic(source) for name, source in self.derive.items()}
 
     def _said(self) -> list[ConditionalText]:
         """Every conditional text the signature can say."""
@@ -449,6 +454,8 @@ class Signature(_Schema):
 
     @property
     def derived(self) -> dict[str, Arithmetic]:
+        if self._derived is None:
+            self._derived = self._arithmetic()
         return self._derived
 
     def condition(self, text: str) -> Condition:

@@ -44,7 +44,7 @@ MIN_FIXED_CHARS = 15
 
 
 class _Schema(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Thread(_Schema):

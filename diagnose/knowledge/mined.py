@@ -33,7 +33,7 @@ _FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9_.-]*[a-z0-9]", re.I)
 
 
 class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class FlagOption(_Data):

@@ -101,7 +101,7 @@ _ARGPARSE_AMBIGUOUS = re.compile(
 
 
 class _Schema(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class SourceRule(_Schema):
@@ -129,7 +129,7 @@ class SourceRules(_Schema):
     schema_: int = 1
     rules: tuple[SourceRule, ...]
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class TemplateOverride(_Schema):
