@@ -21,6 +21,7 @@ from.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from enum import Enum
@@ -141,6 +142,77 @@ def _is_secret_value(value: str) -> bool:
     )
 
 
+Span = tuple[int, int, str]
+"""Start, end and kind of a secret in a text."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None]:
+    """Where ``value`` holds secrets; whether it opens a PEM block that goes on past its end;
+    the kind of a secret whose value is on the next line, if one is. Pure, so cached:
+    ``redact`` reads every text twice (learning the secrets, then replacing them)."""
+    pem, opens_pem = _pem_spans(value)
+    spans = [*pem]
+    for kind, pattern in _SHAPES:
+        for match in pattern.finditer(value):
+            secret = match.group("secret")
+            if _is_secret_value(secret):
+                spans.append((*match.span("secret"), kind))
+    keyed, awaiting = _key_spans(value)
+    return (*spans, *keyed), opens_pem, awaiting
+
+
+def _pem_spans(value: str) -> tuple[list[Span], bool]:
+    """Private-key bodies, and whether the last block goes on past the end of ``value``."""
+    spans = []
+    opens = False
+    for begin in _PEM_BEGIN.finditer(value):
+        end = _PEM_END.search(value, begin.end())
+        stop = end.start() if end else len(value)
+        if stop > begin.end():
+            spans.append((begin.end(), stop, "private_key"))
+        if end is None:
+            opens = True
+    for line in _BASE64_LINE.finditer(value):
+        secret = line.group("secret")
+        if re.search(r"[a-z]", secret) and re.search(r"[A-Z]", secret) and re.search(r"\d", secret):
+            spans.append((*line.span("secret"), "private_key"))
+    return spans, opens
+
+
+def _key_spans(value: str) -> tuple[list[Span], str | None]:
+    """Values after a secret name or flag, and the kind of the last one whose value is on
+    the next line (``--api-key`` at the end of a line)."""
+    spans = []
+    awaiting = None
+    for pattern, kind in ((_KEY, "secret"), (_FLAG, "flag")):
+        for match in pattern.finditer(value):
+            if not secret_name(match.group("key")):
+                continue
+            rest = match.end()
+            if rest >= len(value) or value[rest] == "\n":
+                if value[rest:].strip() == "":
+                    awaiting = kind
+                found = re.compile(r"[ \t]*\n[ \t]*").match(value, rest)
+                if found is None:
+                    continue
+                rest = found.end()
+            listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
+            rest = listed.end() if listed else rest
+            quoted = _QUOTED.match(value, rest)
+            bare = None if quoted else _BARE.match(value, rest)
+            secret = quoted or bare
+            if secret is None or not _is_secret_value(secret.group("secret")):
+                continue
+            start = secret.start("secret")
+            if value[start : start + 6].lower() == "bearer":
+                continue  # the bearer rule takes the token after it
+            name = match.group("key")
+            named = "env" if kind == "secret" and name.isupper() else kind
+            spans.append((*secret.span("secret"), named))
+    return spans, awaiting
+
+
 class Redactor:
     """Redacts strings, remembering which secret got which placeholder."""
 
@@ -173,7 +245,11 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced."""
-        spans = self._spans(value)
+        spans, opens_pem, awaiting = _secret_spans(value)
+        if opens_pem:
+            self._in_pem = True  # the block goes on in the next line
+        if awaiting is not None:
+            self._awaiting_value = awaiting  # the value is on the next line
         out, last = [], 0
         for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1], _PRIORITY.get(s[2], 0))):
             if start < last:
@@ -206,65 +282,6 @@ class Redactor:
                 begin, stop = first.span("secret")
                 line = line[:begin] + self._placeholder(awaiting, line[begin:stop]) + line[stop:]
         return self.text(line)
-
-    def _spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans: list[tuple[int, int, str]] = []
-        spans += self._pem_spans(value)
-        for kind, pattern in _SHAPES:
-            for match in pattern.finditer(value):
-                secret = match.group("secret")
-                if _is_secret_value(secret):
-                    spans.append((*match.span("secret"), kind))
-        spans += self._key_spans(value)
-        return spans
-
-    def _pem_spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans = []
-        for begin in _PEM_BEGIN.finditer(value):
-            end = _PEM_END.search(value, begin.end())
-            stop = end.start() if end else len(value)
-            if stop > begin.end():
-                spans.append((begin.end(), stop, "private_key"))
-            if end is None:
-                self._in_pem = True  # the block goes on in the next line
-        for line in _BASE64_LINE.finditer(value):
-            secret = line.group("secret")
-            if (
-                re.search(r"[a-z]", secret)
-                and re.search(r"[A-Z]", secret)
-                and re.search(r"\d", secret)
-            ):
-                spans.append((*line.span("secret"), "private_key"))
-        return spans
-
-    def _key_spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans = []
-        for pattern, kind in ((_KEY, "secret"), (_FLAG, "flag")):
-            for match in pattern.finditer(value):
-                if not secret_name(match.group("key")):
-                    continue
-                rest = match.end()
-                if rest >= len(value) or value[rest] == "\n":
-                    if value[rest:].strip() == "":
-                        self._awaiting_value = kind  # the value is on the next line
-                    found = re.compile(r"[ \t]*\n[ \t]*").match(value, rest)
-                    if found is None:
-                        continue
-                    rest = found.end()
-                listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
-                rest = listed.end() if listed else rest
-                quoted = _QUOTED.match(value, rest)
-                bare = None if quoted else _BARE.match(value, rest)
-                secret = quoted or bare
-                if secret is None or not _is_secret_value(secret.group("secret")):
-                    continue
-                start = secret.start("secret")
-                if value[start : start + 6].lower() == "bearer":
-                    continue  # the bearer rule takes the token after it
-                name = match.group("key")
-                named = "env" if kind == "secret" and name.isupper() else kind
-                spans.append((*secret.span("secret"), named))
-        return spans
 
     def _replace_known(self, value: str) -> str:
         """Every secret learnt so far, wherever it occurs (a value a template copied)."""
