@@ -62,6 +62,14 @@ def test_a_decided_json_run_with_a_warm_cache_loads_no_tier_yaml_or_renderer(
     assert not {m for m in warm if m.startswith("rich.")}
 
 
+def test_a_single_host_run_loads_no_fleet_summary_nor_worker_processes(tmp_path: Path) -> None:
+    args = ("file", str(INCIDENT), "--format", "json")
+    _modules(tmp_path, *args)  # fills the cache
+    warm, _ = _modules(tmp_path, *args)
+    assert "diagnose.core.engine" in warm  # the probe ran the diagnosis
+    assert not {"diagnose.core.fleet", "multiprocessing"} & warm
+
+
 def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(
