@@ -55,14 +55,11 @@ class KnownIssueTier:
         return known_issue_findings(incident, self.exclude_threads)
 
 
-@dataclass(frozen=True)
 class EngineSourceTier:
     """The engine-source tier, imported when first asked. No needles: the messages it reads
     are the error lines the incident tracker keeps anyway."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import engine_source_findings
@@ -70,14 +67,11 @@ class EngineSourceTier:
         return engine_source_findings(incident)
 
 
-@dataclass(frozen=True)
 class ReleaseFactsTier:
     """The release-tables tier, imported when first asked; no needles, as for the
     engine-source tier."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.release_facts import release_fact_findings
@@ -85,14 +79,11 @@ class ReleaseFactsTier:
         return release_fact_findings(incident)
 
 
-@dataclass(frozen=True)
 class MessageWordsTier:
     """The last tier: the area the first error's own words point at, imported when first
     asked; no needles."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import message_words_findings
