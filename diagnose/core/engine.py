@@ -13,11 +13,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
-from diagnose.core.explain import Candidate, Explainer, IncidentView
 from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
@@ -68,6 +67,9 @@ from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
 from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
+
+if TYPE_CHECKING:
+    from diagnose.core.explain import Explainer
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
@@ -683,6 +685,9 @@ class Engine:
     ) -> Finding | None:
         if not self.explainers or not records:
             return None
+        # only here and below: a run that no tier is asked about never loads their seam
+        from diagnose.core.explain import Candidate, IncidentView
+
         candidates = tuple(
             Candidate(
                 text=record.text,
@@ -775,6 +780,8 @@ class Engine:
             return finding
         if self._says_no_setting_helps(finding):
             return finding
+        from diagnose.core.explain import Candidate, IncidentView
+
         candidates = tuple(
             Candidate(text=e.message or e.text, evidence=e, phase=finding.phase)
             for e in finding.evidence[:MAX_EVIDENCE]

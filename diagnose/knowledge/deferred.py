@@ -8,9 +8,12 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from diagnose.core.explain import IncidentView
 from diagnose.core.models import Finding
+
+if TYPE_CHECKING:
+    from diagnose.core.explain import IncidentView
 
 ANCHORS_NAME = "anchors.json"
 """The anchors alone, read on every run to choose the lines worth keeping; the index itself
