@@ -191,7 +191,13 @@ class Engine:
         for position, (_, _, _, pattern) in enumerate(self._patterns):
             for needle in pattern.needles:
                 self._by_needle.setdefault(needle, []).append(position)
-        self._needle_set = NeedleSet.shared(frozenset([*self._by_needle, *self._explainer_needles]))
+        self._needles = frozenset(
+            [*self._by_needle, *self._explainer_needles, *all_markers(), *ALWAYS_INTERESTING]
+        )
+        """Every literal that can make a line matter (see ``needles``). The set that tells
+        which patterns to try holds them all (the others select none), so the input's scanner
+        over the same literals shares its automaton."""
+        self._needle_set = NeedleSet.shared(self._needles)
         self._last_ts: datetime | None = None
         self._records_seen = False
         self._excerpt: list[Record] = []
@@ -231,13 +237,7 @@ class Engine:
         """Every literal that can make a line matter to this engine: the library's needles,
         startup-phase markers, attempt boundaries and traceback headers. None when some
         pattern has no needles, so every line has to be looked at."""
-        if self._always:
-            return None
-        found = {n for _, _, _, pattern in self._patterns for n in pattern.needles}
-        found.update(all_markers())
-        found.update(ALWAYS_INTERESTING)
-        found.update(self._explainer_needles)
-        return found
+        return None if self._always else set(self._needles)
 
     def _index(self, state: _State) -> None:
         signature = state.signature
