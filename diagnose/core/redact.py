@@ -76,45 +76,42 @@ _PEM_BEGIN = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY( BLOCK)?--
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 _BASE64_LINE = re.compile(r"^[ \t]*(?P<secret>[A-Za-z0-9+/]{40,}={0,2})[ \t]*$", re.MULTILINE)
 
-# (kind, needles, pattern); the secret is the group named "secret". A pattern runs only on a
-# text that holds one of its needles, in lower case: a literal every match holds.
-_SHAPES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
-    ("hf_token", ("hf_",), re.compile(r"(?P<secret>\bhf_[A-Za-z0-9]{20,}" + _WRAP + ")")),
+# (kind, needles, regex); the secret is the group named "secret". A regex runs only on a text
+# that holds one of its needles, in lower case: a literal every match holds. It is compiled
+# when first needed (``re`` caches it): most reports hold none of the needles.
+_SHAPES: list[tuple[str, tuple[str, ...], str]] = [
+    ("hf_token", ("hf_",), r"(?P<secret>\bhf_[A-Za-z0-9]{20,}" + _WRAP + ")"),
     (
         "api_key",
         ("sk-",),
-        re.compile(r"(?P<secret>\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{20,}" + _WRAP + ")"),
+        r"(?P<secret>\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{20,}" + _WRAP + ")",
     ),
     (
         "api_key",
         ("gh", "glpat", "xox"),
-        re.compile(
+        (
             r"(?P<secret>\b(?:ghp|gho|ghs|ghu|github_pat|glpat|xox[abpr])[-_][A-Za-z0-9_-]{16,}"
             + _WRAP
             + ")"
         ),
     ),
-    ("api_key", ("aiza",), re.compile(r"(?P<secret>\bAIza[0-9A-Za-z_-]{35}\b)")),
-    ("api_key", ("nvapi-",), re.compile(r"(?P<secret>\bnvapi-[A-Za-z0-9_-]{20,}" + _WRAP + ")")),
-    ("aws_key", ("akia", "asia"), re.compile(r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)")),
+    ("api_key", ("aiza",), r"(?P<secret>\bAIza[0-9A-Za-z_-]{35}\b)"),
+    ("api_key", ("nvapi-",), r"(?P<secret>\bnvapi-[A-Za-z0-9_-]{20,}" + _WRAP + ")"),
+    ("aws_key", ("akia", "asia"), r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
     (
         "jwt",
         ("eyj",),
-        re.compile(
-            r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _WRAP + ")"
-        ),
+        r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _WRAP + ")",
     ),
     (
         "bearer",
         ("bearer",),
-        re.compile(
-            r"(?i)\bbearer[ \t]+(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,}" + _WRAP + ")"
-        ),
+        r"(?i)\bbearer[ \t]+(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,}" + _WRAP + ")",
     ),
     (
         "authorization",
         ("author",),  # not the whole word: (?i) lets U+0130 and U+0131 stand for i
-        re.compile(
+        (
             r"(?i)\b(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?"
             r"(?:basic[ \t]+|token[ \t]+)?"
             r"(?P<secret>(?!<redacted)(?!bearer\b)[A-Za-z0-9._~+/=-]{8,})"
@@ -123,7 +120,7 @@ _SHAPES: list[tuple[str, tuple[str, ...], re.Pattern[str]]] = [
     (
         "url_password",
         ("://",),
-        re.compile(rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@"),
+        rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@",
     ),
 ]
 
@@ -161,10 +158,10 @@ def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None]:
     pem, opens_pem = _pem_spans(value)
     spans = [*pem]
     lowered = value.lower()
-    for kind, needles, pattern in _SHAPES:
+    for kind, needles, regex in _SHAPES:
         if not any(needle in lowered for needle in needles):
             continue
-        for match in pattern.finditer(value):
+        for match in re.finditer(regex, value):
             secret = match.group("secret")
             if _is_secret_value(secret):
                 spans.append((*match.span("secret"), kind))
