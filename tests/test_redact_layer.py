@@ -113,6 +113,21 @@ def test_a_token_is_redacted_by_its_shape_wherever_it_stands(kind: str, token: s
     assert redactor.counts == {kind: 1}
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"AUTHORIZATION: Basic {S}",
+        f"Authorızation: Basic {S}",  # noqa: RUF001 (a dotless i: the rule ignores case)
+        f"BEARER {S}",
+        f"Proxy-Auth_Token = {S}",
+    ],
+)
+def test_the_cheap_checks_before_each_rule_miss_no_case_or_separator(line: str) -> None:
+    """Each rule runs only on a text that holds its needle (a shape's literal, a secret
+    name's ending): in any case the rule matches, with any separators in the name."""
+    assert S not in Redactor().text(line)
+
+
 def test_a_token_wrapped_onto_the_next_line_is_redacted_whole() -> None:
     token = "hf_" + "aB3" * 12
     out = Redactor().text(f"token {token[:26]}\n{token[26:]}\nnext line")

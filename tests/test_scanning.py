@@ -73,3 +73,13 @@ def test_needles_are_rare_in_a_busy_healthy_server_log() -> None:
         if (hits := sum(needle in line for line in periodic)) > len(periodic) // 1000
     }
     assert common == {}
+
+
+def test_an_engine_and_the_scanner_of_its_input_build_one_automaton() -> None:
+    """Building the automaton of the library's needles is most of what scanning a small
+    input costs: the engine's needle set and the input's scanner share it."""
+    engine = Engine(load_library(include_user_dirs=False), facts=load_facts())
+    needles = engine.needles()
+    assert needles is not None and all(needle.isascii() for needle in needles)
+    scanner = NeedleScanner(needles, backend="pyahocorasick")
+    assert scanner._automaton is engine._needle_set._automaton

@@ -64,6 +64,14 @@ def test_a_decided_json_run_with_a_warm_cache_loads_no_tier_yaml_or_renderer(
     assert not {m for m in warm if m.split(".")[0] in {"typer", "click"}}
 
 
+def test_a_decided_single_host_run_loads_no_fleet_tier_seam_or_workers(tmp_path: Path) -> None:
+    args = ("file", str(INCIDENT), "--format", "json")
+    _modules(tmp_path, *args)  # fills the cache
+    warm, _ = _modules(tmp_path, *args)
+    assert "diagnose.core.engine" in warm  # the probe ran the diagnosis
+    assert not {"diagnose.core.fleet", "diagnose.core.explain", "multiprocessing"} & warm
+
+
 def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(
@@ -74,7 +82,11 @@ def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
         "RuntimeError: scheduler failed: the frobnicator is out of sync\n"
     )
     modules, _ = _modules(tmp_path, "file", str(log), "--format", "json")
-    assert {"diagnose.knowledge.tiers", "diagnose.knowledge.source_tier"} <= modules
+    assert {
+        "diagnose.knowledge.tiers",
+        "diagnose.knowledge.source_tier",
+        "diagnose.core.explain",
+    } <= modules
 
 
 def test_the_command_line_looks_for_no_pydantic_plugins(tmp_path: Path) -> None:

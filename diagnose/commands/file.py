@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from diagnose.core.errors import UserError
-from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
 from diagnose.core.models import Diagnosis
 from diagnose.core.split import KeptBudget, UnitSplitter
 from diagnose.inputs.files import LogInput, default_jobs
@@ -65,6 +64,9 @@ def diagnose_files(
         diagnosis = next(iter(engines.values())).finish(inputs=inputs)
         diagnosis = diagnosis.model_copy(update={"notes": notes + diagnosis.notes})
     else:
+        # only here: a single host's report never loads the fleet summary
+        from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet
+
         per_host = {
             host or "(no host)": engine.finish(inputs=[]) for host, engine in engines.items()
         }

@@ -13,11 +13,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
-from diagnose.core.explain import Candidate, Explainer, IncidentView
 from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
@@ -68,6 +67,9 @@ from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
 from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
+
+if TYPE_CHECKING:
+    from diagnose.core.explain import Explainer
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
@@ -189,7 +191,13 @@ class Engine:
         for position, (_, _, _, pattern) in enumerate(self._patterns):
             for needle in pattern.needles:
                 self._by_needle.setdefault(needle, []).append(position)
-        self._needle_set = NeedleSet.shared(frozenset([*self._by_needle, *self._explainer_needles]))
+        self._needles = frozenset(
+            [*self._by_needle, *self._explainer_needles, *all_markers(), *ALWAYS_INTERESTING]
+        )
+        """Every literal that can make a line matter (see ``needles``). The set that tells
+        which patterns to try holds them all (the others select none), so the input's scanner
+        over the same literals shares its automaton."""
+        self._needle_set = NeedleSet.shared(self._needles)
         self._last_ts: datetime | None = None
         self._records_seen = False
         self._excerpt: list[Record] = []
@@ -229,13 +237,7 @@ class Engine:
         """Every literal that can make a line matter to this engine: the library's needles,
         startup-phase markers, attempt boundaries and traceback headers. None when some
         pattern has no needles, so every line has to be looked at."""
-        if self._always:
-            return None
-        found = {n for _, _, _, pattern in self._patterns for n in pattern.needles}
-        found.update(all_markers())
-        found.update(ALWAYS_INTERESTING)
-        found.update(self._explainer_needles)
-        return found
+        return None if self._always else set(self._needles)
 
     def _index(self, state: _State) -> None:
         signature = state.signature
@@ -683,6 +685,9 @@ class Engine:
     ) -> Finding | None:
         if not self.explainers or not records:
             return None
+        # only here and below: a run that no tier is asked about never loads their seam
+        from diagnose.core.explain import Candidate, IncidentView
+
         candidates = tuple(
             Candidate(
                 text=record.text,
@@ -775,6 +780,8 @@ class Engine:
             return finding
         if self._says_no_setting_helps(finding):
             return finding
+        from diagnose.core.explain import Candidate, IncidentView
+
         candidates = tuple(
             Candidate(text=e.message or e.text, evidence=e, phase=finding.phase)
             for e in finding.evidence[:MAX_EVIDENCE]

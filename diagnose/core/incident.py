@@ -73,22 +73,14 @@ _STOP_SIGNALS = {"TERM", "INT", "HUP", "QUIT"}
 _APP_STOP = re.compile(r"SIGTERM received|Received SIGTERM|received signal SIGTERM", re.IGNORECASE)
 
 _MASKS = (
-    (
-        re.compile(
-            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-        ),
-        "<ID>",
-    ),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-fA-F:]+\]:\d+"), "<ADDR>"),
-    (re.compile(r"(?<![\w.<>])(?:~|\.{1,2})?(?:/[\w.@+%=,-]+)+/?"), "<PATH>"),
-    (
-        re.compile(
-            r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"
-        ),
-        "<ID>",
-    ),
-    (re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?"), "<NUM>"),
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<ID>"),
+    (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-fA-F:]+\]:\d+", "<ADDR>"),
+    (r"(?<![\w.<>])(?:~|\.{1,2})?(?:/[\w.@+%=,-]+)+/?", "<PATH>"),
+    (r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b", "<ID>"),
+    (r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<NUM>"),
 )
+"""Regexes of a line's variable parts and their masks, compiled when a line first needs a
+template (``re`` caches them): a run a signature decides may never need one."""
 
 
 def is_noise(text: str) -> bool:
@@ -99,8 +91,8 @@ def is_noise(text: str) -> bool:
 def template_of(text: str) -> str:
     """The line with its variable parts masked: ``Rank 3 died (exit code: -9)`` and
     ``Rank 1 died (exit code: -9)`` both become ``Rank <NUM> died (exit code: <NUM>)``."""
-    for pattern, mask in _MASKS:
-        text = pattern.sub(mask, text)
+    for regex, mask in _MASKS:
+        text = re.sub(regex, mask, text)
     text = " ".join(text.split())
     return text if len(text) <= MAX_TEMPLATE_CHARS else text[: MAX_TEMPLATE_CHARS - 1] + "…"
 

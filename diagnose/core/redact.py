@@ -21,6 +21,7 @@ from.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from enum import Enum
@@ -75,39 +76,42 @@ _PEM_BEGIN = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY( BLOCK)?--
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 _BASE64_LINE = re.compile(r"^[ \t]*(?P<secret>[A-Za-z0-9+/]{40,}={0,2})[ \t]*$", re.MULTILINE)
 
-# (kind, pattern); the secret is the group named "secret".
-_SHAPES: list[tuple[str, re.Pattern[str]]] = [
-    ("hf_token", re.compile(r"(?P<secret>\bhf_[A-Za-z0-9]{20,}" + _WRAP + ")")),
+# (kind, needles, regex); the secret is the group named "secret". A regex runs only on a text
+# that holds one of its needles, in lower case: a literal every match holds. It is compiled
+# when first needed (``re`` caches it): most reports hold none of the needles.
+_SHAPES: list[tuple[str, tuple[str, ...], str]] = [
+    ("hf_token", ("hf_",), r"(?P<secret>\bhf_[A-Za-z0-9]{20,}" + _WRAP + ")"),
     (
         "api_key",
-        re.compile(r"(?P<secret>\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{20,}" + _WRAP + ")"),
+        ("sk-",),
+        r"(?P<secret>\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_-]{20,}" + _WRAP + ")",
     ),
     (
         "api_key",
-        re.compile(
+        ("gh", "glpat", "xox"),
+        (
             r"(?P<secret>\b(?:ghp|gho|ghs|ghu|github_pat|glpat|xox[abpr])[-_][A-Za-z0-9_-]{16,}"
             + _WRAP
             + ")"
         ),
     ),
-    ("api_key", re.compile(r"(?P<secret>\bAIza[0-9A-Za-z_-]{35}\b)")),
-    ("api_key", re.compile(r"(?P<secret>\bnvapi-[A-Za-z0-9_-]{20,}" + _WRAP + ")")),
-    ("aws_key", re.compile(r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)")),
+    ("api_key", ("aiza",), r"(?P<secret>\bAIza[0-9A-Za-z_-]{35}\b)"),
+    ("api_key", ("nvapi-",), r"(?P<secret>\bnvapi-[A-Za-z0-9_-]{20,}" + _WRAP + ")"),
+    ("aws_key", ("akia", "asia"), r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
     (
         "jwt",
-        re.compile(
-            r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _WRAP + ")"
-        ),
+        ("eyj",),
+        r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _WRAP + ")",
     ),
     (
         "bearer",
-        re.compile(
-            r"(?i)\bbearer[ \t]+(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,}" + _WRAP + ")"
-        ),
+        ("bearer",),
+        r"(?i)\bbearer[ \t]+(?P<secret>(?!<redacted)[A-Za-z0-9._~+/=-]{8,}" + _WRAP + ")",
     ),
     (
         "authorization",
-        re.compile(
+        ("author",),  # not the whole word: (?i) lets U+0130 and U+0131 stand for i
+        (
             r"(?i)\b(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?"
             r"(?:basic[ \t]+|token[ \t]+)?"
             r"(?P<secret>(?!<redacted)(?!bearer\b)[A-Za-z0-9._~+/=-]{8,})"
@@ -115,7 +119,8 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "url_password",
-        re.compile(rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@"),
+        ("://",),
+        rf"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]{{1,{MAX_SECRET}}})@",
     ),
 ]
 
@@ -139,6 +144,84 @@ def _is_secret_value(value: str) -> bool:
         or _PLAIN_NUMBER.fullmatch(stripped)
         or "..." in stripped
     )
+
+
+Span = tuple[int, int, str]
+"""Start, end and kind of a secret in a text."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None]:
+    """Where ``value`` holds secrets; whether it opens a PEM block that goes on past its end;
+    the kind of a secret whose value is on the next line, if one is. Pure, so cached:
+    ``redact`` reads every text twice (learning the secrets, then replacing them)."""
+    pem, opens_pem = _pem_spans(value)
+    spans = [*pem]
+    lowered = value.lower()
+    for kind, needles, regex in _SHAPES:
+        if not any(needle in lowered for needle in needles):
+            continue
+        for match in re.finditer(regex, value):
+            secret = match.group("secret")
+            if _is_secret_value(secret):
+                spans.append((*match.span("secret"), kind))
+    # a secret name, its separators (_ . -) left out, holds one of the endings
+    compact = lowered.replace("_", "").replace(".", "").replace("-", "")
+    if not any(ending in compact for ending in _SECRET_ENDINGS):
+        return (*spans,), opens_pem, None
+    keyed, awaiting = _key_spans(value)
+    return (*spans, *keyed), opens_pem, awaiting
+
+
+def _pem_spans(value: str) -> tuple[list[Span], bool]:
+    """Private-key bodies, and whether the last block goes on past the end of ``value``."""
+    spans = []
+    opens = False
+    for begin in _PEM_BEGIN.finditer(value):
+        end = _PEM_END.search(value, begin.end())
+        stop = end.start() if end else len(value)
+        if stop > begin.end():
+            spans.append((begin.end(), stop, "private_key"))
+        if end is None:
+            opens = True
+    for line in _BASE64_LINE.finditer(value):
+        secret = line.group("secret")
+        if re.search(r"[a-z]", secret) and re.search(r"[A-Z]", secret) and re.search(r"\d", secret):
+            spans.append((*line.span("secret"), "private_key"))
+    return spans, opens
+
+
+def _key_spans(value: str) -> tuple[list[Span], str | None]:
+    """Values after a secret name or flag, and the kind of the last one whose value is on
+    the next line (``--api-key`` at the end of a line)."""
+    spans = []
+    awaiting = None
+    for pattern, kind in ((_KEY, "secret"), (_FLAG, "flag")):
+        for match in pattern.finditer(value):
+            if not secret_name(match.group("key")):
+                continue
+            rest = match.end()
+            if rest >= len(value) or value[rest] == "\n":
+                if value[rest:].strip() == "":
+                    awaiting = kind
+                found = re.compile(r"[ \t]*\n[ \t]*").match(value, rest)
+                if found is None:
+                    continue
+                rest = found.end()
+            listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
+            rest = listed.end() if listed else rest
+            quoted = _QUOTED.match(value, rest)
+            bare = None if quoted else _BARE.match(value, rest)
+            secret = quoted or bare
+            if secret is None or not _is_secret_value(secret.group("secret")):
+                continue
+            start = secret.start("secret")
+            if value[start : start + 6].lower() == "bearer":
+                continue  # the bearer rule takes the token after it
+            name = match.group("key")
+            named = "env" if kind == "secret" and name.isupper() else kind
+            spans.append((*secret.span("secret"), named))
+    return spans, awaiting
 
 
 class Redactor:
@@ -173,7 +256,11 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced."""
-        spans = self._spans(value)
+        spans, opens_pem, awaiting = _secret_spans(value)
+        if opens_pem:
+            self._in_pem = True  # the block goes on in the next line
+        if awaiting is not None:
+            self._awaiting_value = awaiting  # the value is on the next line
         out, last = [], 0
         for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1], _PRIORITY.get(s[2], 0))):
             if start < last:
@@ -206,65 +293,6 @@ class Redactor:
                 begin, stop = first.span("secret")
                 line = line[:begin] + self._placeholder(awaiting, line[begin:stop]) + line[stop:]
         return self.text(line)
-
-    def _spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans: list[tuple[int, int, str]] = []
-        spans += self._pem_spans(value)
-        for kind, pattern in _SHAPES:
-            for match in pattern.finditer(value):
-                secret = match.group("secret")
-                if _is_secret_value(secret):
-                    spans.append((*match.span("secret"), kind))
-        spans += self._key_spans(value)
-        return spans
-
-    def _pem_spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans = []
-        for begin in _PEM_BEGIN.finditer(value):
-            end = _PEM_END.search(value, begin.end())
-            stop = end.start() if end else len(value)
-            if stop > begin.end():
-                spans.append((begin.end(), stop, "private_key"))
-            if end is None:
-                self._in_pem = True  # the block goes on in the next line
-        for line in _BASE64_LINE.finditer(value):
-            secret = line.group("secret")
-            if (
-                re.search(r"[a-z]", secret)
-                and re.search(r"[A-Z]", secret)
-                and re.search(r"\d", secret)
-            ):
-                spans.append((*line.span("secret"), "private_key"))
-        return spans
-
-    def _key_spans(self, value: str) -> list[tuple[int, int, str]]:
-        spans = []
-        for pattern, kind in ((_KEY, "secret"), (_FLAG, "flag")):
-            for match in pattern.finditer(value):
-                if not secret_name(match.group("key")):
-                    continue
-                rest = match.end()
-                if rest >= len(value) or value[rest] == "\n":
-                    if value[rest:].strip() == "":
-                        self._awaiting_value = kind  # the value is on the next line
-                    found = re.compile(r"[ \t]*\n[ \t]*").match(value, rest)
-                    if found is None:
-                        continue
-                    rest = found.end()
-                listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
-                rest = listed.end() if listed else rest
-                quoted = _QUOTED.match(value, rest)
-                bare = None if quoted else _BARE.match(value, rest)
-                secret = quoted or bare
-                if secret is None or not _is_secret_value(secret.group("secret")):
-                    continue
-                start = secret.start("secret")
-                if value[start : start + 6].lower() == "bearer":
-                    continue  # the bearer rule takes the token after it
-                name = match.group("key")
-                named = "env" if kind == "secret" and name.isupper() else kind
-                spans.append((*secret.span("secret"), named))
-        return spans
 
     def _replace_known(self, value: str) -> str:
         """Every secret learnt so far, wherever it occurs (a value a template copied)."""

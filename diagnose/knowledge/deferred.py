@@ -8,9 +8,12 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from diagnose.core.explain import IncidentView
 from diagnose.core.models import Finding
+
+if TYPE_CHECKING:
+    from diagnose.core.explain import IncidentView
 
 ANCHORS_NAME = "anchors.json"
 """The anchors alone, read on every run to choose the lines worth keeping; the index itself
@@ -55,14 +58,11 @@ class KnownIssueTier:
         return known_issue_findings(incident, self.exclude_threads)
 
 
-@dataclass(frozen=True)
 class EngineSourceTier:
     """The engine-source tier, imported when first asked. No needles: the messages it reads
     are the error lines the incident tracker keeps anyway."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import engine_source_findings
@@ -70,14 +70,11 @@ class EngineSourceTier:
         return engine_source_findings(incident)
 
 
-@dataclass(frozen=True)
 class ReleaseFactsTier:
     """The release-tables tier, imported when first asked; no needles, as for the
     engine-source tier."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.release_facts import release_fact_findings
@@ -85,14 +82,11 @@ class ReleaseFactsTier:
         return release_fact_findings(incident)
 
 
-@dataclass(frozen=True)
 class MessageWordsTier:
     """The last tier: the area the first error's own words point at, imported when first
     asked; no needles."""
 
-    @property
-    def needles(self) -> frozenset[str]:
-        return frozenset()
+    needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import message_words_findings
