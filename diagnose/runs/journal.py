@@ -4,17 +4,14 @@ real journal, scoped to the failed start, patched against the unit that really r
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from diagnose.core.dropin import DROPIN_NAME, Fix, fix_id
 from diagnose.core.errors import UserError
-from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
 from diagnose.core.signature import Signature
@@ -24,9 +21,14 @@ from diagnose.inputs import journal as source
 from diagnose.inputs.files import default_jobs
 from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import engine_for, load_library
-from diagnose.systemd.apply import Applied, apply_fix
 from diagnose.systemd.patching import patched_against_unit
 from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
+
+if TYPE_CHECKING:
+    from diagnose.systemd.apply import Applied
+
+# What only several hosts (worker processes, the fleet summary) or --apply need is imported
+# where it is used: a plain run of one unit does not load it.
 
 Say = Callable[[str], None]
 
@@ -155,6 +157,8 @@ def _diagnose_hosts(
     if len(results) <= 1:
         scope = source.choose(query, source.open_backend(query.location, options.reader))
         return diagnose_scope(scope, query, options, signature_dirs, hang_after, warn)
+    from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, summarize_fleet
+
     diagnosis = summarize_fleet(
         {host: r.diagnosis for host, r in results.items()},
         DEFAULT_SKEW_TOLERANCE_S if options.clock_skew is None else options.clock_skew,
@@ -196,6 +200,9 @@ def _each_host(
             progress(f"{count}/{len(done)} {_host_progress(*outcome)}")
 
     if jobs > 1 and hasattr(os, "fork"):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             futures = {pool.submit(_diagnose_host, *item): i for i, item in enumerate(work)}
@@ -338,6 +345,9 @@ def incident_time(diagnosis: Diagnosis) -> str:
 
 def apply(result: JournalResult, root: Path | None, into_override: bool = False) -> Applied:
     """Add the primary finding's fix to the unit's diagnose drop-in (``--apply``)."""
+    from diagnose.core.dropin import DROPIN_NAME, Fix, fix_id
+    from diagnose.systemd.apply import apply_fix
+
     diagnosis = result.diagnosis
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None or primary.patch is None or not primary.patch.dropin:
