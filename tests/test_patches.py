@@ -41,7 +41,8 @@ def _flag_values(argv: list[str]) -> dict[str, list[list[str]]]:
 
 @pytest.mark.parametrize("spec", _patches())
 def test_a_patch_leaves_a_consistent_command_line(spec: PatchSpec) -> None:
-    filled = [_FIELD.sub("7", word) for word in spec.args_add]
+    # a value's field becomes a number, a flag name's field (`--{long_name}`) a word
+    filled = [_FIELD.sub("x" if word.startswith("-") else "7", word) for word in spec.args_add]
     before = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/models/m"]
     for flag in spec.args_remove:
         before += [flag, "1"]
