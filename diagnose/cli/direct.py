@@ -61,6 +61,8 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Invocation | None:
 def _command_values(
     parameters: Mapping[str, Mapping[str, Any]], argv: Sequence[str], environ: Mapping[str, str]
 ) -> dict[str, Any] | None:
+    """Each parameter's value from the command's own arguments (then its environment
+    variable, then its default); None at the first thing typer should judge instead."""
     by_name = {name: key for key, spec in parameters.items() for name in spec.get("names", ())}
     off_names = {name: key for key, spec in parameters.items() for name in spec.get("off", ())}
     argument = next((key for key, spec in parameters.items() if spec["kind"] == "argument"), None)
