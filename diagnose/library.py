@@ -127,18 +127,27 @@ _SCHEMA_SOURCES = (
 version must not read objects of the old shape."""
 
 
-def _cache_entry(kind: str, paths: list[Path], contents: list[bytes]) -> Path | None:
-    """Where the objects loaded from these exact bytes are kept (None when caching is off or
-    the schema's source cannot be read)."""
-    directory = _cache_dir()
-    if directory is None:
-        return None
+@functools.cache
+def _schema_digest() -> bytes | None:
+    """The version and the schema's source, hashed once per run (every cache entry is keyed
+    by them); None when the source cannot be read."""
     digest = hashlib.sha256(__version__.encode())
     try:
         for source in _SCHEMA_SOURCES:
             digest.update(source.read_bytes())
     except OSError:
         return None
+    return digest.digest()
+
+
+def _cache_entry(kind: str, paths: list[Path], contents: list[bytes]) -> Path | None:
+    """Where the objects loaded from these exact bytes are kept (None when caching is off or
+    the schema's source cannot be read)."""
+    directory = _cache_dir()
+    schema = _schema_digest()
+    if directory is None or schema is None:
+        return None
+    digest = hashlib.sha256(schema)
     for path, content in zip(paths, contents, strict=True):
         digest.update(f"\0{path.name}\0{len(content)}\0".encode())
         digest.update(content)

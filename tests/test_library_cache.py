@@ -4,6 +4,7 @@ a stale, corrupt or foreign cache entry is harmless."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import shutil
@@ -155,10 +156,32 @@ def test_a_changed_schema_module_is_a_new_entry(
     source = tmp_path / "schema.py"
     source.write_text("class Signature: ...\n")
     monkeypatch.setattr(library, "_SCHEMA_SOURCES", (source,))
+    schema_digest = functools.cache(library._schema_digest.__wrapped__)  # this test's own
+    monkeypatch.setattr(library, "_schema_digest", schema_digest)
     load_directory(signatures)
     source.write_text("class Signature:\n    added: int\n")
+    schema_digest.cache_clear()  # the next run reads the schema's source again
     load_directory(signatures)
     assert len(_entries(cache)) == 2
+
+
+def test_the_schema_source_is_read_once_per_run(
+    signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[Path] = []
+    real_read = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(
+        library, "_schema_digest", functools.cache(library._schema_digest.__wrapped__)
+    )
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    load_directory(signatures)
+    load_directory(signatures)
+    assert sum(path == Path(library.__file__) for path in reads) == 1
 
 
 def test_a_bad_regex_is_reported_and_nothing_is_cached(signatures: Path, cache: Path) -> None:
