@@ -17,7 +17,7 @@ import typer
 
 from diagnose import __version__
 from diagnose.cli import common
-from diagnose.cli.common import duration, emit, engine_and_version, say_fixes, warn
+from diagnose.cli.common import duration, emit, engine_and_version, say, say_fixes, warn
 from diagnose.core.errors import ExitCode
 from diagnose.runs.defaults import POSTMORTEM_DIR, SIGNATURE_DRAFTS_DIR, ListFormat
 
@@ -145,7 +145,7 @@ def _take_back(unit: str, fix: str | None, root: Path, unit_file: Path | None) -
     from diagnose.core.units import unit_name
 
     removed, applied = fixes_commands.remove(unit, fix, root, unit_file)
-    typer.echo(f"diagnose: took back {removed.id}", err=True)
+    say(f"diagnose: took back {removed.id}")
     say_fixes(fixes_commands.describe(applied, unit_name(unit)))
 
 
@@ -312,7 +312,7 @@ def watch_command(
         duration(poll, "--poll") or 1.0,
         exit_on_finding,
         interactive=terminal(os.environ, sys.stderr.isatty()).live and output is None,
-        echo=lambda line: typer.echo(line, err=True),
+        echo=say,
         redact=not no_redact,
     )
     emit(diagnosis, fmt, output, no_redact, patch_only)
@@ -348,7 +348,7 @@ def hook_install(
 
     result = hook_commands.install(unit, root, diagnose_path)
     for line in hook_commands.describe(result, installing=True):
-        typer.echo(f"diagnose: {line}", err=True)
+        say(f"diagnose: {line}")
 
 
 @hook_app.command("remove")
@@ -358,7 +358,7 @@ def hook_remove(unit: HookUnitOption, root: HookRootOption = Path("/")) -> None:
 
     result = hook_commands.remove(unit, root)
     for line in hook_commands.describe(result, installing=False):
-        typer.echo(f"diagnose: {line}", err=True)
+        say(f"diagnose: {line}")
 
 
 fixes_app = typer.Typer(
@@ -380,7 +380,7 @@ def fixes_list(
 
     path, fixes = fixes_commands.listing(unit, root, unit_file)
     if path is None:
-        typer.echo(f"diagnose: no fixes written for {unit} under {root}", err=True)
+        say(f"diagnose: no fixes written for {unit} under {root}")
         return
     typer.echo(f"# {path}")
     for fix in fixes:
@@ -425,9 +425,9 @@ def postmortem_write(
     written = postmortem_commands.write(
         options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn
     )
-    typer.echo(f"diagnose: {written.result.scope.describe()}", err=True)
-    typer.echo(f"diagnose: wrote {written.markdown}", err=True)
-    typer.echo(f"diagnose: wrote {written.json}", err=True)
+    say(f"diagnose: {written.result.scope.describe()}")
+    say(f"diagnose: wrote {written.markdown}")
+    say(f"diagnose: wrote {written.json}")
 
 
 @postmortems_app.command("list")
@@ -450,7 +450,7 @@ def postmortems_list(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        typer.echo(f"diagnose: no postmortems in {directory}", err=True)
+        say(f"diagnose: no postmortems in {directory}")
     for row in rows:
         typer.echo(postmortem_commands.text_line(row))
 
