@@ -140,7 +140,7 @@ class Draft:
 def fill_texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]) -> list[str]:
     out = []
     for item in items:
-        if all(signature.condition(c).holds(values) for c in item.when):
+        if signature.holds(item.when, values):
             filled = expr.fill(item.text, values)
             if filled is not None:
                 out.append(filled)
@@ -150,7 +150,7 @@ def fill_texts(signature: Signature, items: Iterable[Any], values: Mapping[str, 
 def _package(signature: Signature, values: Mapping[str, Any]) -> PackageAction | None:
     """The first package change whose conditions hold and whose fields all have values."""
     for spec in signature.packages:
-        if all(signature.condition(c).holds(values) for c in spec.when):
+        if signature.holds(spec.when, values):
             name, filled = expr.fill(spec.name, values), expr.fill(spec.spec, values)
             if name and filled is not None:
                 return PackageAction(name=name, spec=filled, action=spec.action)
@@ -160,7 +160,7 @@ def _package(signature: Signature, values: Mapping[str, Any]) -> PackageAction |
 def _category(signature: Signature, values: Mapping[str, Any]) -> str:
     """The first category whose conditions hold, else the signature's own."""
     for spec in signature.categories:
-        if all(signature.condition(c).holds(values) for c in spec.when):
+        if signature.holds(spec.when, values):
             return spec.category
     return signature.category
 
@@ -168,7 +168,7 @@ def _category(signature: Signature, values: Mapping[str, Any]) -> str:
 def choose_patch(signature: Signature, values: Mapping[str, Any]) -> int | None:
     """Index of the first patch whose conditions hold and whose fields all have values."""
     for index, spec in enumerate(signature.patches):
-        if not all(signature.condition(c).holds(values) for c in spec.when):
+        if not signature.holds(spec.when, values):
             continue
         templates = [*spec.env_set, *spec.env_set.values(), *spec.args_add, *spec.unit_set.values()]
         if all(expr.fill(t, values) is not None for t in templates):

@@ -4,6 +4,7 @@
 # from a string at every start.
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 import regex
@@ -463,6 +464,10 @@ class Signature(_Schema):
         if found is None:
             found = self._conditions[text] = Condition(text)
         return found
+
+    def holds(self, when: Iterable[str], values: Mapping[str, Any]) -> bool:
+        """Whether every condition of a ``when`` list holds for ``values``."""
+        return all(self.condition(text).holds(values) for text in when)
 
     def patterns(self) -> list[Pattern]:
         """Every pattern the engine has to look for, match and context alike."""

@@ -710,7 +710,7 @@ def drafts(config: LaunchConfig, signatures: Iterable[Signature]) -> list[Draft]
     claimed: set[str] = set()
     for signature in applicable:
         for rule in signature.preflight:
-            if rule.each or not all(signature.condition(c).holds(values) for c in rule.when):
+            if rule.each or not signature.holds(rule.when, values):
                 continue
             out.append(_draft(signature, rule, config, values, per_item))
             claimed |= _claimed(rule, out[-1].values)
@@ -722,7 +722,7 @@ def drafts(config: LaunchConfig, signatures: Iterable[Signature]) -> list[Draft]
                 if {item.get("flag"), item.get("written")} & claimed:
                     continue
                 own = {**values, **item}
-                if all(signature.condition(c).holds(own) for c in rule.when):
+                if signature.holds(rule.when, own):
                     out.append(_draft(signature, rule, config, values, per_item, item))
     return out
 
