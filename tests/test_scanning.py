@@ -83,3 +83,27 @@ def test_an_engine_and_the_scanner_of_its_input_build_one_automaton() -> None:
     assert needles is not None and all(needle.isascii() for needle in needles)
     scanner = NeedleScanner(needles, backend="pyahocorasick")
     assert scanner._automaton is engine._needle_set._automaton
+
+
+def test_a_journal_is_scanned_with_the_automaton_until_it_proves_large(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A journal's size is unknown up front: a small one must not pay for importing and
+    compiling Hyperscan, and a large one switches to it with the same entries kept."""
+    from diagnose.inputs import pipeline
+
+    engine = Engine(load_library(include_user_dirs=False), facts=load_facts())
+    batch = [b"Loading weights", b"CUDA out of memory. Tried to allocate 2.00 GiB", b"ok"] * 40
+    monkeypatch.setattr(pipeline, "HEAD_ENTRIES", 0)
+    small = pipeline.journal_prefilter(engine)
+    assert small is not None
+    assert small.scanner().backend == "pyahocorasick"
+    kept_small = small(batch)
+
+    monkeypatch.setattr(pipeline, "SMALL_INPUT_BYTES", len(batch) * 10)
+    large = pipeline.journal_prefilter(engine)
+    assert large is not None
+    assert large(batch) == kept_small and kept_small
+    pytest.importorskip("hyperscan")
+    assert large.scanner().backend == "hyperscan"
+    assert large(batch) == kept_small

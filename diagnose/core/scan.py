@@ -66,10 +66,10 @@ class NeedleScanner:
 
     @staticmethod
     @functools.lru_cache(maxsize=4)
-    def shared(needles: frozenset[str]) -> NeedleScanner:
-        """One compiled scanner per needle set, for the engines of one run that all need it
-        (a journal of many hosts would otherwise compile a database for each host)."""
-        return NeedleScanner(needles)
+    def shared(needles: frozenset[str], backend: str | None = None) -> NeedleScanner:
+        """One compiled scanner per needle set and backend, for the engines of one run that all
+        need it (a journal of many hosts would otherwise compile a database for each host)."""
+        return NeedleScanner(needles, backend)
 
     def ends(self, chunk: bytes | bytearray) -> list[int]:
         """End offsets (exclusive) of needle matches in ``chunk``, in increasing order."""

@@ -17,7 +17,8 @@ from diagnose.inputs.files import BEFORE_EXIT_LINES, EXIT_MARKERS, LogInput, eve
 Warn = Callable[[str], None]
 Progress = Callable[[int], None]
 SMALL_INPUT_BYTES = 64 << 20
-"""Below this, building a Hyperscan database costs more than its faster scan saves."""
+"""Below this, building a Hyperscan database costs more than its faster scan saves (and
+importing Hyperscan alone costs as much as scanning a few megabytes with the automaton)."""
 
 
 def _backend_for(logs: list[LogInput]) -> str | None:
@@ -110,16 +111,27 @@ HEAD_ENTRIES = 256
 class NeedlePrefilter:
     """Keeps the entries whose raw message holds one of the engine's needles, the first
     entries of the input, and the entries after a traceback header (its continuation lines
-    hold no needle). One scan per batch: the messages are joined and scanned at once."""
+    hold no needle). One scan per batch: the messages are joined and scanned at once.
 
-    def __init__(self, scanner: NeedleScanner) -> None:
-        self.scanner = scanner
+    A journal's size is not known before it is read: the first ``SMALL_INPUT_BYTES`` are
+    scanned with the automaton, and only a journal that goes on past them pays for the
+    fastest scanner."""
+
+    def __init__(self, needles: frozenset[str]) -> None:
+        self.needles = needles
         self.context = HEAD_ENTRIES
+        self.scanned = 0
+
+    def scanner(self) -> NeedleScanner:
+        """The scanner for the next batch: the automaton until the input proves large."""
+        small = self.scanned < SMALL_INPUT_BYTES
+        return NeedleScanner.shared(self.needles, "pyahocorasick" if small else None)
 
     def __call__(self, raws: list[bytes]) -> list[int]:
         joined = b"\n".join(raw.replace(b"\n", b" ") if b"\n" in raw else raw for raw in raws)
         starts = list(accumulate((len(raw) + 1 for raw in raws), initial=0))
-        hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner.ends(joined)}
+        hits = {bisect_right(starts, end - 1) - 1 for end in self.scanner().ends(joined)}
+        self.scanned += len(joined)
         for index in [i for i in hits if any(m in raws[i] for m in EXIT_MARKERS)]:
             hits.update(range(max(0, index - BEFORE_EXIT_LINES), index))  # what it said last
         chosen = []
@@ -145,4 +157,4 @@ def journal_prefilter(engine: Engine) -> NeedlePrefilter | None:
     needles = engine.needles()
     if not needles:
         return None
-    return NeedlePrefilter(NeedleScanner.shared(frozenset({*needles, *JOURNAL_NEEDLES})))
+    return NeedlePrefilter(frozenset({*needles, *JOURNAL_NEEDLES}))
