@@ -212,6 +212,28 @@ def test_gpu_snapshot_lines_are_records_signatures_know(
     assert {r.origin for r in shot.records()} == {"gpu"}
 
 
+def test_the_two_gpu_queries_run_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each nvidia-smi query takes about 25 ms on an H200 host: the snapshot starts both
+    before it waits for either. This fake answers the GPU query with a used figure only once
+    the process query has started too (a sequential snapshot would read 9999 MiB)."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"cd {tmp_path}\n"
+        'case "$1" in\n'
+        "  --query-gpu=*) for _ in $(seq 100); do [ -e apps ] && break; sleep 0.02; done\n"
+        "    [ -e apps ] && used=1143 || used=9999\n"
+        '    echo "0, NVIDIA H200, $used, 143771" ;;\n'
+        "  --query-compute-apps=*) touch apps ;;\n"
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    shot = gpu.snapshot()
+    assert [g.used_mib for g in shot.gpus] == [1143]
+
+
 def test_missing_nvidia_smi_is_missing_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -271,12 +271,16 @@ def diagnose_scope(
         hang_after=hang_after,
         engine_version=options.engine_version,
     )
+    live = not (options.files or options.directory)
+    pending_gpu = gpu.PendingSnapshot() if options.gpu and live else None  # runs while we read
     records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
     for event in source.events_from_records(records):
         seq = event.seq
         engine.feed(event)
     if not scope.entries:
+        if pending_gpu is not None:
+            pending_gpu.cancel()
         where = query.location.describe()
         raise UserError(
             f"{query.unit}: no journal entries in {where}"
@@ -285,10 +289,9 @@ def diagnose_scope(
             "read the journal: run with sudo, or join the systemd-journal or adm group",
         )
     notes = list(scope.notes)
-    live = not (options.files or options.directory)
     gpu_records = 0
-    if options.gpu and live:
-        shot = gpu.snapshot()
+    if pending_gpu is not None:
+        shot = pending_gpu.result()
         if shot.missing:
             notes.append(f"missing evidence: {shot.missing}")
         for record in shot.records():
