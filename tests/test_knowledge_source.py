@@ -29,6 +29,7 @@ from diagnose.knowledge.source_index import (
 )
 from diagnose.knowledge.source_tier import (
     ReleaseContext,
+    _option_judgement,
     builtin_knowledge,
     derive_fix,
     engine_source_findings,
@@ -161,6 +162,28 @@ def test_a_hole_named_after_an_option_suggests_its_nearest_value_only_where_the_
         "MSA supports bf16 or fp8_e4m3fn Q, got {dtype}",
     )
     assert tensor.sentences == []
+
+
+def test_an_option_value_the_engine_refuses_by_name_is_a_launch_argument_of_that_option() -> None:
+    """`Unsupported tool_call_parser: deepseek-r1`, quoted by a client with no error word: no
+    rule knows the template, but it shows a launch option's value. The option it names is the
+    one to change (deepseek-r1 is a --reasoning-parser value: that option is left alone)."""
+    cause = _cause(
+        "openai_tool_adapter.py:32 - Tool parsing failed: Unsupported tool_call_parser: "
+        "deepseek-r1\n"
+    )
+    assert (cause.category, cause.tier) == ("launch_args", "engine_source")
+    assert "`deepseek-r1` is not a value of `--tool-call-parser`" in cause.explanation
+    assert "`qwen25`" in cause.explanation
+    assert cause.patch is None
+    assert cause.patch_note is not None and "Set `--tool-call-parser`" in cause.patch_note
+    # a hole named after an attribute path is the option its name ends with
+    kv = _cause("Unsupported kv_cache_dtype: fp8_e5m3.\n", ("sglang", "0.5.23"))
+    assert "the nearest is `fp8_e5m2`" in kv.explanation and kv.patch is None
+    # a one-word name beside a hole is a tensor's as often as an option's: no category from it
+    context = ReleaseContext("sglang", "0.5.23", None)
+    assert _option_judgement("unsupported dtype: {dtype}", context).category is None
+    assert _option_judgement("Invalid deepep_mode: {mode}", context).category == "launch_args"
 
 
 def test_an_unrecognized_renamed_flag_names_its_successor_and_keeps_its_value() -> None:

@@ -94,6 +94,13 @@ _SET_ENV = re.compile(
 )
 _BOOL_VALUES = {"0", "1", "true", "false", "True", "False"}
 _SHOWN_OPTION = re.compile(r"\b(?P<dest>[a-z][a-z0-9_]*)=\{(?P<hole>[a-z_][a-z0-9_]*)(?::\w+)?\}")
+_OPTION_VALUE = re.compile(
+    r"(?<![\w.])(?:self\.)?(?P<dest>[a-z][a-z0-9]*_[a-z0-9_]*)(?:\s*[=:]\s*|\s+)['\"]?"
+    r"\{[a-z_][a-z0-9_]*(?::\w+)?\}"
+)
+"""An option's name with its value's hole beside it (``Unsupported tool_call_parser: {x}``,
+``Unknown load_format={x}``). Only names with an underscore: a one-word name (``dtype``,
+``device``) is as often a tensor's or a layer's as the launch option's."""
 _ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
 _ARGPARSE_AMBIGUOUS = re.compile(
     r"error: ambiguous option: (?P<flag>--[\w.-]+)(?:=\S*)? could match (?P<options>.+)$"
@@ -361,6 +368,8 @@ def _best_hit(
         )
         for hit in match_message(index, candidate.text):
             judgement = knowledge.judge(hit)
+            if judgement.role == "cause" and judgement.category is None:
+                judgement = _option_judgement(hit.template.text, context)
             if judgement.role != "cause" or judgement.category is None:
                 continue
             in_release = source == "libraries" or context.in_release(hit.template.versions)
@@ -376,6 +385,17 @@ def _best_hit(
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
     return hit, judgement, context
+
+
+def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
+    """A template no rule gives a category, that shows the value of a launch option with a
+    fixed set of values (``Unsupported tool_call_parser: {tool_call_parser}``): the value the
+    server was started with is refused, a launch argument to change."""
+    table = context.table()
+    shows_option = table is not None and any(
+        table.with_choices(shown.group("dest")) for shown in _OPTION_VALUE.finditer(template)
+    )
+    return Judgement("launch_args" if shows_option else None, "cause")
 
 
 # -- findings -----------------------------------------------------------------------------
@@ -507,6 +527,7 @@ def derive_fix(
     args_add: list[str] = []
     args_remove: list[str] = []
     env_set: dict[str, str] = {}
+    not_a_choice: list[str] = []  # options shown with a value they do not accept
     table = context.table()
     if table is not None:
         said = [message, template] if cut_short else [message]
@@ -520,11 +541,15 @@ def derive_fix(
             if table.lookup(flag).outcome == "exact" and flag not in args_remove:
                 fix.sentences.append(f"The fix it names: remove `{flag}`.")
                 args_remove.append(flag)
-        for hole, bound in values.items():
-            _bound_choice(hole, bound, template, table, fix)
+        not_a_choice += [
+            flag
+            for hole, bound in values.items()
+            if (flag := _bound_choice(hole, bound, template, table, fix))
+        ]
         if not args_add:
             allowed = _allowed_value(template, values, table, fix)
-            allowed = allowed or ([] if args_remove else _refused_choice(message, table, fix))
+            if not (allowed or args_remove or not_a_choice):
+                allowed = _refused_choice(message, table, fix)
             if allowed:
                 args_add += allowed
                 args_remove.append(allowed[0])
@@ -534,6 +559,11 @@ def derive_fix(
             env_set[name] = checked
     if args_add or env_set or args_remove:
         fix.patch = Patch(args_add=args_add, env_set=env_set, args_remove=args_remove)
+    elif not_a_choice:
+        fix.notes.append(
+            f"Set `{not_a_choice[0]}` to one of the values it accepts (listed above): the log "
+            "does not say which one this model needs."
+        )
     elif not fix.notes:
         fix.notes.append(
             "The message names no setting this release accepts: no configuration change is "
@@ -676,22 +706,29 @@ def _fits_type(value: str, kind: str | None) -> bool:
 
 def _bound_choice(
     name: str, value: str, template: str, table: mined.FlagTable, fix: DerivedFix
-) -> None:
+) -> str | None:
     """A hole named after an option with choices, in a template that names the option too,
-    holding a value it does not accept but is close to one it does: the valid values and the
-    nearest (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing)."""
-    option = table.with_choices(name)
+    holding a value the option does not accept: the valid values, and the nearest when one is
+    close (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing).
+    The option's flag when it said so. A hole named after an attribute path
+    (``{server_args_kv_cache_dtype}``, from ``server_args.kv_cache_dtype``) is the option its
+    name ends with, when that name has an underscore of its own."""
+    parts = name.split("_")
+    dests = [name, *("_".join(parts[i:]) for i in range(1, len(parts) - 1))]
+    option = next((o for dest in dests if (o := table.with_choices(dest))), None)
     if option is None or not value:
-        return
-    mentioned = name in fixed_text(template) or any(f in template for f in option.flags)
+        return None
+    mentioned = option.dest in fixed_text(template) or any(f in template for f in option.flags)
     choices = [str(c) for c in option.choices or ()]
+    if not mentioned or value in choices:
+        return None
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    if not mentioned or value in choices or not close:
-        return
     fix.sentences.append(
         f"`{value}` is not a value of `{option.flags[0]}` in {table.engine} {table.version}: it "
-        f"accepts {', '.join(f'`{c}`' for c in choices[:30])}; the nearest is `{close[0]}`."
+        f"accepts {', '.join(f'`{c}`' for c in choices[:30])}"
+        + (f"; the nearest is `{close[0]}`." if close else ".")
     )
+    return option.flags[0]
 
 
 def _allowed_value(
