@@ -293,3 +293,17 @@ def test_a_long_wording_matches_word_for_word_whatever_the_case_and_quotes() -> 
     short = "valueerror: cuda error: an illegal memory access was encountered\n"
     found = primary(_diagnosed(short))  # a short wording is never read loosely
     assert found is None or found.tier != "known_issue"
+
+
+def test_a_message_quoted_up_to_its_first_clause_matches_the_record_it_begins() -> None:
+    """`CUDA_HOME environment variable is not set`, quoted without the sentence that follows
+    it, is the start of a record's wording: it matches, at a word's end and long enough only."""
+    base = builtin_base()
+    record = "cuda-home-not-set-for-jit-build"
+    assert [m.record.id for m in base.match(["CUDA_HOME environment variable is not set"])] == [
+        record
+    ]
+    said = base.match(["OSError: CUDA_HOME environment variable is not set."])
+    assert [m.record.id for m in said] == [record] and said[0].values == {}
+    assert base.match(["CUDA_HOME environment variable is no"]) == []  # inside a word
+    assert base.match(["CUDA_HOME environment"]) == []  # too short to say which

@@ -43,6 +43,10 @@ _SPACES = regex.compile(r"\s+")
 LOOSE_MIN_WORDS = 12
 """A wording read word for word (case, quotes and punctuation aside) must have at least this
 many words: with fewer, a loose match says little."""
+CUT_SHORT_MIN_CHARS = 24
+"""A message read as the start of a wording (a quote that stops after its first clause) must
+be at least this long: a shorter start says little."""
+_EXCEPTION_PREFIX = regex.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning)\w*: )+")
 LOOSE_KEY_WORDS = 4
 """The first words of a wording's anchor that a message must hold, in order, before it is
 compared word for word."""
@@ -53,12 +57,14 @@ class Wording:
     message before the regex runs), how much fixed text it has, and its regex, compiled on the
     first message that holds the anchor."""
 
-    __slots__ = ("_loose", "_pattern", "anchor", "fixed_chars", "text")
+    __slots__ = ("_loose", "_pattern", "anchor", "fixed_chars", "head", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         runs = _fixed_runs(text)
         self.anchor = max((_SPACES.sub(" ", run) for run in runs), key=len, default="")
+        self.head = _SPACES.sub(" ", runs[0]).strip()
+        """The fixed text before the first hole."""
         self.fixed_chars = sum(len(run.strip()) for run in runs)
         self._pattern: regex.Pattern[str] | None = None
         self._loose: tuple[str, tuple[str, ...]] | None = None
@@ -226,7 +232,41 @@ class IssueBase:
                     break
         if not found:
             found = self._loose(messages, engine, engine_version)
+        if not found:
+            found = self._cut_short(messages, engine, engine_version)
         return sorted(found.values(), key=lambda m: m.rank_key, reverse=True)
+
+    def _cut_short(
+        self, messages: Sequence[str], engine: str | None, engine_version: str | None
+    ) -> dict[str, KnownIssueMatch]:
+        """Records whose wording begins with a whole message, up to a word's end before its
+        first hole: the message was quoted only up to its first clause (``CUDA_HOME environment
+        variable is not set`` of ``... is not set. Please set it to your CUDA install root.``),
+        or its rest is on lines the log shows apart. Nothing is bound."""
+        found: dict[str, KnownIssueMatch] = {}
+        for position, original in enumerate(messages):
+            message = _EXCEPTION_PREFIX.sub("", " ".join(original.split())).rstrip(" .:;,")
+            if len(message) < CUT_SHORT_MIN_CHARS:
+                continue
+            for entry in self.entries:
+                cut = any(
+                    w.head.startswith(message)
+                    and not w.head[len(message) : len(message) + 1].isalnum()
+                    for w in entry.wordings
+                )
+                if entry.id in found or not cut:
+                    continue
+                record = entry.record
+                found[entry.id] = KnownIssueMatch(
+                    record=record,
+                    message=original,
+                    values={},
+                    version_fit=_version_fit(record, engine, engine_version),
+                    specificity=len(message),
+                    position=position,
+                    own_engine=engine is not None and record.engine == engine,
+                )
+        return found
 
     def _loose(
         self, messages: Sequence[str], engine: str | None, engine_version: str | None
