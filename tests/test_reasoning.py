@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, invoke, primary, run_text
+from diagnose.core.models import Confidence
+from tests.conftest import REPO, by_signature, invoke, primary, run_text
 
 HERE = REPO / "fixtures" / "reasoning"
 EXPECTED: list[dict[str, Any]] = yaml.safe_load((HERE / "expected.yaml").read_text())["fixtures"]
@@ -310,9 +311,35 @@ def test_known_noise_is_no_failure_even_where_a_pattern_matches_it() -> None:
         "cannot open shared object file: No such file or directory : when loading libnccl-net.so\n"
         "host:18302:18445 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
     )
-    assert primary(run_text(log)) is None
+    ready = "INFO 11-11 14:18:40 launcher.py:27] Application startup complete.\n"
+    assert primary(run_text(log + ready)) is None  # (without it, the log ends in NCCL set-up)
     missing = (
         "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
     )
     cause = primary(run_text(log + missing))
     assert cause is not None and "libcudart" in cause.evidence[0].text
+
+
+_NCCL_SET_UP = (
+    "INFO 11-11 14:17:08 pynccl.py:69] vLLM is using nccl==2.21.5\n"
+    "host:18302:18445 [0] NCCL INFO Bootstrap : Using eth0:192.168.1.19<0>\n"
+    "host:18302:18445 [0] NCCL INFO cudaDriverVersion 12060\n"
+)
+
+
+def test_a_log_that_ends_inside_a_quiet_span_it_cannot_time_is_read_as_that_hang() -> None:
+    """A paste that stops where the start stopped holds no later time: the silence is read,
+    at low confidence, and the report says that how long it lasted is not in the log."""
+    cause = primary(run_text(_NCCL_SET_UP))
+    assert cause is not None and cause.signature == "startup-silent-after-nccl-init"
+    assert cause.confidence is Confidence.LOW
+    assert "How long it waited is not in the log" in cause.explanation
+    sglang = primary(run_text("[2026-03-02 09:14:07 TP0] Init torch distributed begin.\n"))
+    assert sglang is not None and sglang.signature == "sglang-dist-init-stall"
+
+
+def test_a_log_that_goes_on_or_ends_in_an_error_is_no_untimed_hang() -> None:
+    errored = run_text(_NCCL_SET_UP + "ValueError: Loaded weights leave no GPU memory\n")
+    assert by_signature(errored, "startup-silent-after-nccl-init") is None
+    timed = run_text(_NCCL_SET_UP + "INFO 11-11 14:17:20 worker.py:10] Loading weights took 9s\n")
+    assert by_signature(timed, "startup-silent-after-nccl-init") is None  # 12 s: no hang yet

@@ -150,6 +150,9 @@ class _State:
     steps: list[list[Hit]] = field(default_factory=list)
     window: _AbsenceWindow | None = None
     fired: list[list[Hit]] = field(default_factory=list)
+    ended_in_window: bool = False
+    """The input ends inside a quiet span it holds no later time for (a log pasted up to
+    where the start stopped): fired, though how long it was quiet is unknown."""
     quiet_s: float = 0.0
     context: dict[str, str] = field(default_factory=dict)
     support: list[Hit] = field(default_factory=list)
@@ -507,8 +510,14 @@ class Engine:
         ends = [i.last_ts for i in inputs if i.last_ts] + ([self._last_ts] if self._last_ts else [])
         end = observed_until or (max(ends) if ends else None)
         for state in self._states:
-            if state.window is not None:
+            window = state.window
+            if window is not None:
                 self._close_window(state, end)
+                untimed = window.start is None or end is None or end <= window.start
+                silent = self.incident.last_error_seq < window.hits[-1].seq  # no error after
+                if untimed and silent and not state.fired and not self._live:
+                    state.fired.append(window.hits)
+                    state.ended_in_window = True
         unit = max(self.unit_counts, key=self.unit_counts.__getitem__) if self.unit_counts else None
         engine = self._engine()
         drafts = []
@@ -868,7 +877,9 @@ class Engine:
             attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
         )
-        if isinstance(signature.match, AbsenceMatch):
+        if state.ended_in_window:
+            values["ended_in_window"] = True
+        elif isinstance(signature.match, AbsenceMatch):
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
             values["quiet_for"] = _spoken_duration(state.quiet_s)
             values["threshold"] = _spoken_duration(self._within(state))
@@ -886,7 +897,7 @@ class Engine:
         if state.support and confidence is not Confidence.HIGH:
             confidence = Confidence.HIGH if confidence is Confidence.MEDIUM else Confidence.MEDIUM
         versions = version_check(signature, values)
-        if versions.outside:
+        if versions.outside or state.ended_in_window:
             confidence = Confidence.LOW
         return Draft(
             signature=signature,

@@ -208,6 +208,8 @@ class IncidentTracker:
     unexplained: list[Record] = field(default_factory=list)
     """The first line of each error template no signature matched, in the order they came,
     with the exceptions a traceback chains before its last: what a later tier may explain."""
+    last_error_seq: int = -1
+    """The position of the latest error line (or traceback) of the input."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -238,6 +240,7 @@ class IncidentTracker:
                 self.stopping.add(attempt)
         if error is None:
             return
+        self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
         self.first_errors.setdefault(attempt, error)
