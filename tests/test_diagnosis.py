@@ -211,10 +211,14 @@ def _engine_on(lines: list[str]) -> tuple[Engine, LogInput]:
     return feed([log]), log
 
 
-def test_a_log_that_ends_during_init_is_judged_on_its_own_clock() -> None:
+def test_a_log_cut_at_init_holds_no_time_for_its_silence_and_says_so() -> None:
+    """Ending at `Init torch distributed begin.`, the log holds no later time: the hang is a
+    low-confidence reading that says how long it waited is unknown, never a measured one."""
     engine, log = _engine_on(_stall_prefix())
-    diagnosis = engine.finish(inputs=[log.summary()])
-    assert diagnosis.primary is None, "seconds of silence at the end of a log are not a hang"
+    cause = primary(engine.finish(inputs=[log.summary()]))
+    assert cause is not None and cause.signature == "sglang-dist-init-stall"
+    assert cause.confidence is Confidence.LOW
+    assert "How long it waited is not in the log" in cause.explanation
 
 
 def test_clock_hook_fires_only_past_the_threshold() -> None:
@@ -520,3 +524,16 @@ def test_a_vllm_start_with_both_banners_is_one_attempt() -> None:
     for starts in (1, 2):
         engine, log = run_log(builtin_library(), start * starts)
         assert engine.finish(inputs=[log.summary()]).attempts == starts
+
+
+def test_a_missing_top_level_module_is_installed_under_its_distribution_name() -> None:
+    """`No module named 'cv2'` is fixed by installing opencv: the package change names the
+    distribution pip knows, not the import name; a module of the engine's own is left to the
+    signatures for a broken engine install."""
+    cause = primary(run_text("ModuleNotFoundError: No module named 'cv2'\n"))
+    assert cause is not None and cause.signature == "python-module-not-installed"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("opencv-python-headless", "install")
+    plain = primary(run_text("ModuleNotFoundError: No module named 'sentencepiece'\n"))
+    assert plain is not None and plain.package is not None
+    assert plain.package.name == "sentencepiece"

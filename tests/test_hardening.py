@@ -428,3 +428,12 @@ def test_a_malformed_compare_report_is_a_user_error(tmp_path: Path, report: str)
     path.write_text(report)
     with pytest.raises(UserError, match="not a diagnose JSON report"):
         verify._from_report(path, "sglang-qwen.service")
+
+
+def test_template_filters_write_flags_and_distributions() -> None:
+    """`{x:flags}` keeps the options of a refused command line (each once, values and negative
+    numbers aside); `{x:distribution}` names the distribution pip installs for an import name."""
+    refused = "--speculative-model [ngram] --tp 1 --delta -1 --x=2 -tp 4 --tp 2"
+    assert fill("{a:flags}", {"a": refused}) == "--speculative-model --tp --delta --x -tp"
+    assert fill("{m:distribution}", {"m": "cv2"}) == "opencv-python-headless"
+    assert fill("{m:distribution}", {"m": "flashinfer_python"}) == "flashinfer-python"

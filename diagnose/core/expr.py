@@ -264,16 +264,43 @@ def format_number(value: Any) -> str:
     return str(value)
 
 
+DISTRIBUTIONS = {
+    "attr": "attrs",
+    "bs4": "beautifulsoup4",
+    "cv2": "opencv-python-headless",
+    "Crypto": "pycryptodome",
+    "dateutil": "python-dateutil",
+    "deep_gemm": "deep-gemm",
+    "dotenv": "python-dotenv",
+    "fitz": "pymupdf",
+    "google": "protobuf",
+    "jwt": "pyjwt",
+    "PIL": "pillow",
+    "skimage": "scikit-image",
+    "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
+    "zmq": "pyzmq",
+}
+"""Import names whose distribution on the package index is named otherwise."""
+_FLAG_TOKEN = re.compile(r"(?<!\S)--?[A-Za-z][\w-]*(?==|\s|$)")
+
+
 class _Text(str):
     """A filled value; ``{name:flag}`` writes an argparse destination (``max_model_len``, as
     Python errors name it) as its flag (``--max-model-len``); ``{name:distribution}`` writes a
-    package name as pip normalises it (``flashinfer_python`` is ``flashinfer-python``)."""
+    package or import name as pip names its distribution (``flashinfer_python`` is
+    ``flashinfer-python``, ``cv2`` is ``opencv-python-headless``); ``{name:flags}`` writes the
+    options of a command-line excerpt, each once, without their values (``--a 1 --b`` is
+    ``--a --b``)."""
 
     def __format__(self, spec: str) -> str:
         if spec == "flag":
             return "--" + self.strip().lstrip("-").replace("_", "-")
         if spec == "distribution":
-            return re.sub(r"[-_.]+", "-", self.strip()).lower()
+            name = self.strip()
+            return DISTRIBUTIONS.get(name) or re.sub(r"[-_.]+", "-", name).lower()
+        if spec == "flags":
+            return " ".join(dict.fromkeys(_FLAG_TOKEN.findall(self)))
         return str.__format__(str(self), spec)
 
 

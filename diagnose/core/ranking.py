@@ -193,7 +193,9 @@ def _patch(
         },
         env_unset=[expr.fill(name, values) or name for name in spec.env_unset],
         args_add=[expr.fill(a, values) or a for a in spec.args_add],
-        args_remove=[expr.fill(a, values) or a for a in spec.args_remove],
+        args_remove=[  # an item may name several flags (``{args:flags}``)
+            flag for a in spec.args_remove for flag in (expr.fill(a, values) or a).split()
+        ],
         unit_set={k: expr.fill(v, values) or v for k, v in spec.unit_set.items()},
     )
     if patch.is_empty():
