@@ -307,3 +307,13 @@ def test_a_message_quoted_up_to_its_first_clause_matches_the_record_it_begins() 
     assert [m.record.id for m in said] == [record] and said[0].values == {}
     assert base.match(["CUDA_HOME environment variable is no"]) == []  # inside a word
     assert base.match(["CUDA_HOME environment"]) == []  # too short to say which
+
+
+def test_a_reinstall_with_a_minimum_release_is_refused_as_an_upgrade() -> None:
+    from pydantic import ValidationError
+
+    from diagnose.knowledge.known_issues import PackageChange
+
+    PackageChange(name="sgl-kernel", spec="", action="reinstall")
+    with pytest.raises(ValidationError, match="use action: upgrade"):
+        PackageChange(name="sgl-kernel", spec=">=0.2.0", action="reinstall")

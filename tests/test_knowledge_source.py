@@ -346,6 +346,21 @@ def test_a_message_listing_the_values_allowed_here_sets_the_option_to_the_first(
     assert cause.patch.args_add == ["--attention-backend", "trtllm_mha"]  # printed order
 
 
+def test_a_hole_named_after_an_option_beside_the_values_allowed_sets_the_option() -> None:
+    """`{dtype} is not supported ... Supported dtypes: [torch.float16]`: the hole is the
+    option's value, the printed list what it may be here (a dtype as torch prints it), so the
+    fix sets `--dtype float16` and the finding is a launch argument."""
+    log = (
+        "ValueError: torch.bfloat16 is not supported for quantization method awq. "
+        "Supported dtypes: [torch.float16]"
+    )
+    cause = engine_source_findings(_view(log, engine="vllm", version="0.6.0"))[0]
+    assert cause.category == "launch_args"
+    assert cause.patch is not None
+    assert cause.patch.args_add == ["--dtype", "float16"]
+    assert "is not a value of `--dtype`" not in cause.explanation  # torch.bfloat16 is one
+
+
 def test_a_message_asking_to_raise_or_lower_a_flag_gives_a_placeholder_on_that_side() -> None:
     context = ReleaseContext("sglang", "0.5.23", None)
     raised = derive_fix(

@@ -107,6 +107,15 @@ class PackageChange(_Schema):
     spec: str  # PEP 440 specifier: ">=0.4.9", "==2.5.1"
     action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
 
+    @model_validator(mode="after")
+    def _reinstall_keeps_the_release(self) -> PackageChange:
+        if self.action == "reinstall" and self.spec.lstrip().startswith(">"):
+            raise ValueError(
+                f"a reinstall keeps the release; {self.spec!r} asks for a newer one: "
+                "use action: upgrade"
+            )
+        return self
+
 
 class Fix(_Schema):
     env_set: dict[str, str] = Field(default_factory=empty_dict)

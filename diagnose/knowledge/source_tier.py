@@ -101,6 +101,7 @@ _OPTION_VALUE = re.compile(
 """An option's name with its value's hole beside it (``Unsupported tool_call_parser: {x}``,
 ``Unknown load_format={x}``). Only names with an underscore: a one-word name (``dtype``,
 ``device``) is as often a tensor's or a layer's as the launch option's."""
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*")
 _ARGPARSE_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: (?P<args>.+)$")
 _ARGPARSE_AMBIGUOUS = re.compile(
     r"error: ambiguous option: (?P<flag>--[\w.-]+)(?:=\S*)? could match (?P<options>.+)$"
@@ -459,7 +460,8 @@ def _finding(
     return Finding(
         id="f0",
         signature=template.id,
-        category=judgement.category or "unknown",
+        # the message lists what a launch option may be here: that option is what to change
+        category="launch_args" if fix.sets_allowed_value else judgement.category or "unknown",
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
         title=_title(template.exception, hit.message, context, template.source),
@@ -510,6 +512,8 @@ class DerivedFix:
     sentences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    sets_allowed_value: bool = False
+    """The message lists the values a launch option may take here, and the fix sets one."""
 
 
 def derive_fix(
@@ -710,17 +714,13 @@ def _bound_choice(
     """A hole named after an option with choices, in a template that names the option too,
     holding a value the option does not accept: the valid values, and the nearest when one is
     close (a hole that only shares a name, such as a tensor's ``{dtype}``, says nothing).
-    The option's flag when it said so. A hole named after an attribute path
-    (``{server_args_kv_cache_dtype}``, from ``server_args.kv_cache_dtype``) is the option its
-    name ends with, when that name has an underscore of its own."""
-    parts = name.split("_")
-    dests = [name, *("_".join(parts[i:]) for i in range(1, len(parts) - 1))]
-    option = next((o for dest in dests if (o := table.with_choices(dest))), None)
+    The option's flag when it said so."""
+    option = _option_of_hole(name, table)
     if option is None or not value:
         return None
     mentioned = option.dest in fixed_text(template) or any(f in template for f in option.flags)
     choices = [str(c) for c in option.choices or ()]
-    if not mentioned or value in choices:
+    if not mentioned or _as_choice(value, choices) is not None:
         return None
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
     fix.sentences.append(
@@ -731,39 +731,65 @@ def _bound_choice(
     return option.flags[0]
 
 
+def _option_of_hole(name: str, table: mined.FlagTable) -> mined.FlagOption | None:
+    """The option with choices a hole is named after. A hole named after an attribute path
+    (``{server_args_kv_cache_dtype}``, from ``server_args.kv_cache_dtype``) is the option its
+    name ends with, when that name has an underscore of its own."""
+    parts = name.split("_")
+    dests = [name, *("_".join(parts[i:]) for i in range(1, len(parts) - 1))]
+    return next((o for dest in dests if (o := table.with_choices(dest))), None)
+
+
+def _as_choice(value: str, choices: Sequence[str]) -> str | None:
+    """``value`` as the option writes it: itself, or without the ``torch.`` a message prints
+    a dtype with (``torch.float16`` is ``--dtype float16``); None when it is no choice."""
+    for written in (value, value.removeprefix("torch.")):
+        if written in choices:
+            return written
+    return None
+
+
 def _allowed_value(
     template: str, values: dict[str, str], table: mined.FlagTable, fix: DerivedFix
 ) -> list[str]:
-    """A message that shows an option's value (``attention_backend={got}``) beside the values
-    allowed here (``Only {allowed} backends ...``): the option set to the first allowed one,
-    when every allowed value is one the option accepts."""
-    for shown in _SHOWN_OPTION.finditer(template):
-        option = table.with_choices(shown.group("dest"))
-        got = values.get(shown.group("hole"))
+    """A message that shows an option's value (``attention_backend={got}``, or a hole named
+    after the option: ``{dtype} is not supported ...``) beside the values allowed here
+    (``Only {allowed} backends ...``, ``Supported dtypes: {supported}``): the option set to
+    the first allowed one, when every allowed value is one the option accepts."""
+    shown = [(m.group("dest"), m.group("hole")) for m in _SHOWN_OPTION.finditer(template)]
+    shown += [(hole, hole) for hole in values]
+    for dest, shown_hole in shown:
+        option = _option_of_hole(dest, table)
+        got = values.get(shown_hole)
         if option is None or got is None:
             continue
-        choices = {str(c) for c in option.choices or ()}
+        choices = [str(c) for c in option.choices or ()]
         for hole, bound in values.items():
-            allowed = _string_collection(bound) if hole != shown.group("hole") else []
-            if allowed and set(allowed) <= choices and got not in allowed:
-                flag = option.flags[0]
+            printed = _string_collection(bound) if hole != shown_hole else []
+            allowed = [_as_choice(item, choices) for item in printed]
+            if printed and None not in allowed and _as_choice(got, choices) not in allowed:
+                flag, first = option.flags[0], allowed[0]
                 fix.sentences.append(
-                    f"The message allows {', '.join(f'`{a}`' for a in allowed)} for `{flag}` "
-                    f"here, not `{got}`: the fix sets `{flag} {allowed[0]}`."
+                    f"The message allows {', '.join(f'`{a}`' for a in printed)} for `{flag}` "
+                    f"here, not `{got}`: the fix sets `{flag} {first}`."
                 )
-                return [flag, allowed[0]]
+                fix.sets_allowed_value = True
+                return [flag, str(first)]
     return []
 
 
 def _string_collection(text: str) -> list[str]:
-    """The strings of a printed Python list, set or tuple (``{'a', 'b'}``), in printed order;
-    none for anything else."""
+    """The items of a printed Python list, set or tuple (``{'a', 'b'}``,
+    ``[torch.float16]``), quoted strings or dotted names, in printed order; none for anything
+    else."""
     inner = text.strip()
     if len(inner) < 2 or inner[0] + inner[-1] not in ("[]", "{}", "()"):
         return []
     items = [item.strip() for item in inner[1:-1].split(",") if item.strip()]
     quoted = [item[1:-1] for item in items if len(item) > 1 and item[0] == item[-1] in "'\""]
-    return quoted if len(quoted) == len(items) else []
+    if len(quoted) == len(items):
+        return quoted
+    return items if all(_DOTTED_NAME.fullmatch(item) for item in items) else []
 
 
 def fixed_text(template: str) -> str:
