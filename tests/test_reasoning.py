@@ -343,3 +343,19 @@ def test_a_log_that_goes_on_or_ends_in_an_error_is_no_untimed_hang() -> None:
     assert by_signature(errored, "startup-silent-after-nccl-init") is None
     timed = run_text(_NCCL_SET_UP + "INFO 11-11 14:17:20 worker.py:10] Loading weights took 9s\n")
     assert by_signature(timed, "startup-silent-after-nccl-init") is None  # 12 s: no hang yet
+
+
+def test_uvicorn_bare_startup_line_is_vllm_ready() -> None:
+    """Older vLLM prints uvicorn's `INFO:     Application startup complete.` bare (newer:
+    `(APIServer pid=N) INFO: ...`): either way the server was ready, and a kernel fault after it
+    happened while serving."""
+    log = (
+        "INFO 03-02 10:00:01 [api_server.py:1090] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        "INFO:     Application startup complete.\n"
+        "(EngineCore_DP0 pid=4310) ERROR 03-02 10:05:12 [core.py:710] RuntimeError: CUDA error: "
+        "an illegal memory access was encountered\n"
+    )
+    diagnosis = run_text(log)
+    assert diagnosis.phase_reached == "ready"
+    cause = primary(diagnosis)
+    assert cause is not None and cause.phase == "serving"

@@ -30,7 +30,9 @@ PROFILE: EngineProfile = Profile(
             "http_server",
             ("init engine (profile", "Starting vLLM API server", "Starting vLLM server"),
         ),
-        PhaseMarkers("ready", ("Application startup complete.",), lines="own"),
+        PhaseMarkers(
+            "ready", ("Application startup complete.",), lines="own_or_unknown"
+        ),  # uvicorn's own line: older vLLM prints it bare, newer as (APIServer pid=N)
     ),
     wrappers=(
         KnownLine(
