@@ -206,8 +206,9 @@ class PendingSnapshot:
     def cancel(self) -> None:
         """Stop the queries still running (the snapshot is not needed after all)."""
         for query in self._queries:
-            query.kill()
-            query.communicate()
+            if query.poll() is None:
+                query.kill()
+                query.wait()
 
 
 def uuids(nvidia_smi: str = "nvidia-smi", timeout: float = 20.0) -> dict[str, int]:
