@@ -430,3 +430,13 @@ def test_an_option_named_by_its_python_name_is_raised_with_a_placeholder() -> No
     assert fix.patch is not None
     flag, value = fix.patch.args_add  # one of the alternatives the message offers: the first
     assert flag == "--gpu-memory-utilization" and "higher" in value and value.startswith("<")
+
+
+def test_a_flag_the_message_says_to_do_without_is_removed() -> None:
+    fix = derive_fix(
+        "With `vllm serve`, you should provide the model as a positional argument or in a "
+        "config file instead of via the `--model` option.",
+        {},
+        ReleaseContext("vllm", "0.11.0", "0.11.0"),
+    )
+    assert fix.patch is not None and fix.patch.args_remove == ["--model"]

@@ -359,3 +359,15 @@ def test_uvicorn_bare_startup_line_is_vllm_ready() -> None:
     assert diagnosis.phase_reached == "ready"
     cause = primary(diagnosis)
     assert cause is not None and cause.phase == "serving"
+
+
+def test_a_traceback_pasted_on_one_line_is_still_an_error() -> None:
+    """A paste that lost its line breaks runs the exception into the frame line; the exception
+    still makes it an error (a frame line alone is not one)."""
+    flattened = (
+        'File "/opt/app/loader.py", line 12, in load raise StoreError(path) '
+        "mystore.errors.StoreError: shard 3 of 8 is unreadable\n"
+    )
+    assert primary(run_text(flattened)) is not None
+    frame = 'File "/opt/app/loader.py", line 12, in load\n'
+    assert primary(run_text(frame)) is None

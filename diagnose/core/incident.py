@@ -62,6 +62,9 @@ _BENIGN = re.compile("|".join(benign_lines()))
 _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b|\^[\^~]*\s*$)')
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
+_FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+"""An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)
+requests.exceptions.ConnectionError: ...``): a traceback pasted with its line breaks lost."""
 _NOT_A_FAILURE = re.compile(
     r"^(?:KeyboardInterrupt|SystemExit|(?:asyncio\.(?:exceptions\.)?)?CancelledError)\b"
 )
@@ -101,7 +104,7 @@ def is_error_line(record: Record) -> bool:
     """An application line that reports an error (not a warning, not a client's 404, not the
     known noise that says it can be ignored)."""
     text = record.text
-    if not text.strip() or _TRACEBACK_CODE.match(text):
+    if not text.strip() or (_TRACEBACK_CODE.match(text) and not _FLATTENED_ERROR.search(text)):
         return False
     prefix = record.raw[: max(0, len(record.raw) - len(text))]  # vLLM's level is in it
     if _LEVEL_ERROR.search(prefix):

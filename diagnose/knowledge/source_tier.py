@@ -73,10 +73,13 @@ _REFUSAL = re.compile(
 _VAGUE_CHOICES = frozenset({"auto", "none", "default", "true", "false", "disable", "enable"})
 """Option values too common as words to say which option a message means."""
 _REMOVE_FLAG = re.compile(
-    r"\b(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
+    r"\b(?:(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
+    r"|instead\s+of\s+(?:via\s+|using\s+|passing\s+|with\s+)?(?:the\s+)?)"
     rf"(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})",
     re.IGNORECASE,
 )
+"""A flag the message says to remove, or that it says to do without (``... as a positional
+argument instead of via the `--model` option``)."""
 _NO_VALUE_ACTIONS = frozenset(
     {
         "store_true",
