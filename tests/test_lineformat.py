@@ -400,3 +400,23 @@ def test_stamps_are_read_as_strptime_reads_them(
 def test_a_stamp_with_other_digits_has_no_time() -> None:
     assert _utc(2026, 3, 1, "11:53:10") == utc(2026, 3, 1, 11, 53, 10)
     assert _utc(2026, 3, 1, "11:53:1\u0660") is None  # an Arabic-Indic zero
+
+
+def test_a_pasted_lines_quote_and_ci_stamp_are_not_its_text() -> None:
+    """Issue threads quote logs (`> `) and CI runners stamp each line (`[...Z] `): the record
+    is the line inside, with the runner's time when the line has none of its own."""
+    parser = LineParser("pasted.log", 2025)
+    quoted = parser.parse(
+        1,
+        "> (APIServer pid=3478) ERROR 10-16 16:27:53 [core_client.py:564] "
+        "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+    )
+    assert quoted is not None
+    assert (quoted.engine, quoted.rank) == ("vllm", "APIServer")
+    assert quoted.text.startswith("Engine core proc")
+    stamped = parser.parse(2, "> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'")
+    assert stamped is not None and stamped.text == "KeyError: 'lm_head.weight'"
+    assert stamped.ts is not None and stamped.ts.isoformat().startswith("2025-11-06T02:10:00")
+    both = parser.parse(3, "[2025-11-06T02:10:01.000Z] [2025-11-06 02:10:00 TP0] Load weight end.")
+    assert both is not None and both.rank == "TP0" and both.text == "Load weight end."
+    assert both.ts is not None and both.ts.second == 0  # the line's own clock comes first

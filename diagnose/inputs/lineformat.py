@@ -63,6 +63,11 @@ _CLOCK_LINE = re.compile(
 """A line that is only a clock reading: the first line of an ``nvidia-smi`` table, or
 ``date``'s output. It tells when the capture was taken (the latest evidence of a stall)."""
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
+_PASTED = re.compile(
+    r"^(?:>[ \t]?)*(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?"
+)
+"""What a paste wraps a log line in: Markdown's quote (``> ``, as issue threads quote a log)
+and a CI runner's UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Buildkite's)."""
 
 
 def clean(text: str) -> str:
@@ -117,8 +122,10 @@ class LineParser:
                 return record
         if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
             return None
-        record = Record(source=self.source, line=line_no, text=raw, raw=raw, stream=self.source)
-        clock = _CLOCK_LINE.match(raw)
+        pasted = _PASTED.match(raw) if raw[:1] in (">", "[") else None
+        line = raw[pasted.end() :] if pasted else raw
+        record = Record(source=self.source, line=line_no, text=line, raw=raw, stream=self.source)
+        clock = _CLOCK_LINE.match(line)
         if clock and clock.group("mon") in _MONTHS:
             self.year = int(clock.group("year"))
             record.ts = self._month_day(
@@ -126,10 +133,12 @@ class LineParser:
             )
             record.origin = "gpu"
             return record
-        outer = _JOURNAL_SHORT.match(raw) or _JOURNAL_ISO.match(raw)
+        outer = _JOURNAL_SHORT.match(line) or _JOURNAL_ISO.match(line)
         if outer:
             self._apply_journal_prefix(record, outer)
         self._apply_app_prefix(record)
+        if pasted and pasted.group("ci") and record.ts is None:
+            record.ts = _parse_iso(pasted.group("ci"))
         return record
 
     def _apply_journal_prefix(self, record: Record, outer: re.Match[str]) -> None:
