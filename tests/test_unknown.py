@@ -299,3 +299,21 @@ def test_signatures_new_on_a_healthy_log_is_a_user_error(tmp_path: Path) -> None
     result = run_cli("signatures", "new", "--from", str(REPO / HEALTHY[0]), "--out", str(tmp_path))
     assert result.returncode == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_a_process_that_died_without_an_error_of_its_own_gets_the_signal_causes() -> None:
+    """The engine's death notice with nothing from the dead process before it: the unknown
+    finding lists why a process dies without a word (OOM killer, /dev/shm, native crash)."""
+    log = (
+        "(APIServer pid=3478) ERROR 10-16 16:27:53 [core_client.py:564] Engine core proc "
+        "EngineCore_DP0 died unexpectedly, shutting down client.\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.category == "unknown"
+    assert [h.cause.split(":")[0] for h in cause.hypotheses] == [
+        "The kernel's OOM killer ended it",
+        "Shared memory ran out (SIGBUS)",
+        "A crash in native code (SIGSEGV in a kernel or library), which Python cannot report.",
+    ]
+    other = primary(run_text("Traceback (most recent call last):\nmypkg.WidgetError: bent\n"))
+    assert other is not None and other.hypotheses == []

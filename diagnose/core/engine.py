@@ -31,6 +31,7 @@ from diagnose.core.models import (
     ErrorTemplate,
     Evidence,
     Finding,
+    Hypothesis,
     InputSummary,
     PhaseTime,
     RankTime,
@@ -958,11 +959,18 @@ class Engine:
                 draft.signature, draft.signature.explanation, draft.values
             )
             checks = fill_texts(draft.signature, draft.signature.next_checks, draft.values)
+        died_silently = first is not None and _DEATH_NOTICE.search(first.text) is not None
         if said_by_catch_all:
             explanation += said_by_catch_all
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
             explanation.append(f"The first error ({where}): {first.text.strip()[:300]}")
+        if died_silently:
+            explanation.append(
+                "That is the engine noticing that a process of it died, with no error of that "
+                "process before it: a process that dies without a word was most likely killed "
+                "by a signal (the likely causes below)."
+            )
         elif failure.notice is not None:
             notice = failure.notice
             where = f"line {notice.line}" if notice.line is not None else "the evidence"
@@ -1034,7 +1042,31 @@ class Engine:
                 else self._phase_reached()
             ),
             templates=templates,
+            hypotheses=list(_SILENT_DEATHS) if died_silently else [],
         )
+
+
+_SILENT_DEATHS = (
+    Hypothesis(
+        cause="The kernel's OOM killer ended it: the host (or the container's memory limit) ran "
+        "out of memory.",
+        check="`journalctl -k --since -1h | grep -iE 'killed process|out of memory'` (or "
+        "`dmesg -T`); `systemctl show UNIT -p MemoryMax`.",
+    ),
+    Hypothesis(
+        cause="Shared memory ran out (SIGBUS): in a container /dev/shm is 64 MB unless raised, "
+        "and the engine's processes exchange tensors through it.",
+        check="`df -h /dev/shm` where the server runs; docker: `--shm-size=16g` or `--ipc=host`; "
+        "Kubernetes: an `emptyDir` with `medium: Memory` mounted at /dev/shm.",
+    ),
+    Hypothesis(
+        cause="A crash in native code (SIGSEGV in a kernel or library), which Python cannot "
+        "report.",
+        check="`journalctl -k | grep -i segfault`; `coredumpctl list`; rerun with "
+        "`PYTHONFAULTHANDLER=1` to get the Python stack of the crash.",
+    ),
+)
+"""Why a process of the server dies without an error of its own, most likely first."""
 
 
 def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
