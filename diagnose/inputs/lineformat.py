@@ -63,9 +63,7 @@ _CLOCK_LINE = re.compile(
 """A line that is only a clock reading: the first line of an ``nvidia-smi`` table, or
 ``date``'s output. It tells when the capture was taken (the latest evidence of a stall)."""
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
-_PASTED = re.compile(
-    r"^(?:>[ \t]?)*(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?"
-)
+_PASTED = re.compile(r"^(?:>[ \t]?)*(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?")
 """What a paste wraps a log line in: Markdown's quote (``> ``, as issue threads quote a log)
 and a CI runner's UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Buildkite's)."""
 
