@@ -46,7 +46,8 @@ many words: with fewer, a loose match says little."""
 CUT_SHORT_MIN_CHARS = 24
 """A message read as the start of a wording (a quote that stops after its first clause) must
 be at least this long: a shorter start says little."""
-_EXCEPTION_PREFIX = regex.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning)\w*: )+")
+EXCEPTION_PREFIX = regex.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit)\w*: )+")
+"""The exception classes a message is printed after (``RuntimeError: ``, chained ones too)."""
 LOOSE_KEY_WORDS = 4
 """The first words of a wording's anchor that a message must hold, in order, before it is
 compared word for word."""
@@ -245,7 +246,7 @@ class IssueBase:
         or its rest is on lines the log shows apart. Nothing is bound."""
         found: dict[str, KnownIssueMatch] = {}
         for position, original in enumerate(messages):
-            message = _EXCEPTION_PREFIX.sub("", " ".join(original.split())).rstrip(" .:;,")
+            message = EXCEPTION_PREFIX.sub("", " ".join(original.split())).rstrip(" .:;,")
             if len(message) < CUT_SHORT_MIN_CHARS:
                 continue
             for entry in self.entries:

@@ -31,7 +31,12 @@ from typing import Any
 
 import regex
 
-from diagnose.knowledge.issue_base import common_words, compile_holes, knowledge_dir
+from diagnose.knowledge.issue_base import (
+    EXCEPTION_PREFIX,
+    common_words,
+    compile_holes,
+    knowledge_dir,
+)
 from diagnose.knowledge.known_issues import _HOLE
 
 SOURCES = ("sglang", "vllm", "libraries")
@@ -53,7 +58,6 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _ERROR_LEVELS = frozenset({"error", "critical"})
 _HOLE_PATTERNS = {"int": r"-?\d+", "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"}
 _MATCH_TIMEOUT_S = 0.05
-_EXCEPTION_PREFIX = regex.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit)\w*: )+")
 
 
 def index_dir() -> Path:
@@ -135,7 +139,7 @@ def message_words(message: str) -> set[str]:
 
 def strip_exception(message: str) -> str:
     """A message without the ``ValueError: `` its traceback line starts with."""
-    return _EXCEPTION_PREFIX.sub("", message, count=1)
+    return EXCEPTION_PREFIX.sub("", message, count=1)
 
 
 def compile_pattern(template: str) -> regex.Pattern[str]:
