@@ -27,6 +27,7 @@ from diagnose.knowledge.deferred import (
     KnownIssueTier,
     MessageWordsTier,
     ReleaseFactsTier,
+    ReleaseRequirementPins,
 )
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
@@ -357,7 +358,8 @@ def engine_for(
 ) -> Engine:
     """An engine over ``signatures`` and the launch facts, with the knowledge tiers below
     them (unless ``knowledge`` is false): what the release tables settle, known issues from
-    resolved threads, then the engines' own messages."""
+    resolved threads, then the engines' own messages; a package change without a version
+    takes the one the engine release requires."""
     excluded = os.environ.get(EXCLUDE_THREADS_VARIABLE, "")
     threads = tuple(url.strip() for url in excluded.split(",") if url.strip())
     return Engine(
@@ -370,4 +372,5 @@ def engine_for(
             else []
         ),
         engine_version=engine_version,
+        pins=ReleaseRequirementPins() if knowledge else None,
     )

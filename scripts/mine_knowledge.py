@@ -5,7 +5,9 @@
     python scripts/mine_knowledge.py build   # mine them (offline, from the cache) and write
     python scripts/mine_knowledge.py check   # are the committed outputs those of the manifest?
 
-The cache is ``$DIAGNOSE_WHEEL_CACHE`` (default ``~/.cache/diagnose-knowledge/wheels``).
+The cache is ``$DIAGNOSE_WHEEL_CACHE`` (default ``~/.cache/diagnose-knowledge/wheels``);
+``fetch`` also stores each engine release's ``Requires-Dist`` there (``requires/``), read from
+the package index's metadata by ``pip install --dry-run --report`` without the wheel.
 Same manifest and same miner give the same bytes: sorted keys and lines, gzip without
 timestamps, a clean environment for the parser harness. ``knowledge/mined/lock.json`` holds
 the hashes of the manifest, of the miner's own sources and of every output, which is what
@@ -32,6 +34,11 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import yaml
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -75,6 +82,23 @@ class Engine(BaseModel):
     homepage: str
     env_prefixes: list[str]
     releases: list[Release]
+    requirement_extras: list[str] = Field(default_factory=list)
+    """The extras a server install takes (``sglang[srt]``), whose requirements count."""
+    requirement_releases: list[str] = Field(default_factory=list)
+    """Releases whose requirements alone are mined, from the index's metadata."""
+
+    def requirement_versions(self) -> list[str]:
+        """Every release whose requirements are mined, oldest first."""
+        versions = {release.version for release in self.releases} | set(self.requirement_releases)
+        return sorted(versions, key=Version)
+
+
+class Requirements(BaseModel):
+    """Which of the engines' declared requirements are kept, and for which platform."""
+
+    packages: list[str]
+    prefixes: list[str]
+    environment: dict[str, str]
 
 
 class HeaderEnum(BaseModel):
@@ -106,6 +130,7 @@ class Manifest(BaseModel):
     shared_env_prefixes: list[str]
     libraries: list[Library]
     helpers: list[Helper]
+    requirements: Requirements
 
     def pinned_files(self) -> list[tuple[str, PinnedFile]]:
         """``(distribution name, file)`` for everything the miner reads."""
@@ -162,6 +187,39 @@ def fetch(manifest: Manifest) -> None:
             raise SystemExit(f"{pinned.file}: downloaded file does not match the pinned sha256")
         partial.rename(target)
         print(f"fetched {pinned.file}")
+    for engine in manifest.engines.values():
+        for version in engine.requirement_versions():
+            fetch_requires(engine.package, version)
+
+
+def requires_cache(package: str, version: str) -> pathlib.Path:
+    return cache_dir() / "requires" / f"{package}-{version}.json"
+
+
+def fetch_requires(package: str, version: str) -> None:
+    """Store a release's ``Requires-Dist``, as the configured index's metadata gives it (no
+    wheel is downloaded: pip reads the index's metadata file), with the file it describes."""
+    target = requires_cache(package, version)
+    if target.exists():
+        return
+    with tempfile.TemporaryDirectory(prefix="requires-") as scratch:
+        report = pathlib.Path(scratch) / "report.json"
+        command = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps"]
+        command += ["--ignore-installed", "--only-binary=:all:", "-q", "--report", str(report)]
+        subprocess.run([*command, f"{package}=={version}"], check=True, capture_output=True)
+        installed = json.loads(report.read_text())["install"][0]
+    url = installed["download_info"]["url"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(
+        _json_bytes(
+            {
+                "file": url.rsplit("/", 1)[-1],
+                "sha256": installed["download_info"]["archive_info"]["hashes"]["sha256"],
+                "requires_dist": installed["metadata"].get("requires_dist", []),
+            }
+        )
+    )
+    print(f"fetched the requirements of {package} {version}")
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -436,6 +494,79 @@ def env_table(
     return [rows[name] for name in sorted(rows)]
 
 
+# --- requirements ------------------------------------------------------------------------------
+
+
+def kept_requirements(
+    package: str, requires_dist: list[str], extras: list[str], rules: Requirements
+) -> dict[str, str]:
+    """The specifier of each kept package a release requires on the manifest's platform, for a
+    plain install with ``extras`` (followed through the package's own extras, as
+    ``sglang[srt]`` pulls ``sglang[runtime_common]``). Bare names (any version) are left out."""
+    parsed = [Requirement(line) for line in requires_dist]
+    wanted = {""} | {canonicalize_name(extra) for extra in extras}
+
+    def applies(requirement: Requirement) -> bool:
+        marker: Marker | None = requirement.marker
+        return marker is None or any(
+            marker.evaluate({**rules.environment, "extra": extra}) for extra in sorted(wanted)
+        )
+
+    grown = True
+    while grown:
+        more = {
+            canonicalize_name(extra)
+            for requirement in parsed
+            if canonicalize_name(requirement.name) == canonicalize_name(package)
+            and applies(requirement)
+            for extra in requirement.extras
+        }
+        grown = not more <= wanted
+        wanted |= more
+    kept: dict[str, SpecifierSet] = {}
+    for requirement in parsed:
+        name = canonicalize_name(requirement.name)
+        keep = name in rules.packages or name.startswith(tuple(rules.prefixes))
+        if keep and requirement.specifier and applies(requirement):
+            kept[name] = kept.get(name, SpecifierSet()) & requirement.specifier
+    return {name: str(kept[name]) for name in sorted(kept)}
+
+
+def build_requirements(name: str, engine: Engine, manifest: Manifest, outputs: Outputs) -> None:
+    pinned = {release.version: release for release in engine.releases}
+    releases = {}
+    for version in engine.requirement_versions():
+        path = requires_cache(engine.package, version)
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: run `mine_knowledge.py fetch`")
+        cached_metadata = json.loads(path.read_text())
+        release = pinned.get(version)
+        if (
+            release is not None
+            and cached_metadata["file"] == release.file
+            and cached_metadata["sha256"] != release.sha256
+        ):
+            raise SystemExit(f"{path} describes another {release.file} than the manifest pins")
+        releases[version] = {
+            "file": cached_metadata["file"],
+            "sha256": cached_metadata["sha256"],
+            "requires": kept_requirements(
+                engine.package,
+                cached_metadata["requires_dist"],
+                engine.requirement_extras,
+                manifest.requirements,
+            ),
+        }
+    outputs.json(
+        f"{name}/requires.json",
+        {
+            "environment": manifest.requirements.environment,
+            "extras": engine.requirement_extras,
+            "releases": releases,
+        },
+    )
+
+
 # --- build -------------------------------------------------------------------------------------
 
 
@@ -559,6 +690,8 @@ def build_libraries(manifest: Manifest, outputs: Outputs) -> list[dict[str, Any]
 
 def build(manifest: Manifest) -> None:
     outputs = Outputs()
+    for name, engine in sorted(manifest.engines.items()):
+        build_requirements(name, engine, manifest, outputs)
     engines = [
         build_engine(name, engine, manifest, outputs)
         for name, engine in sorted(manifest.engines.items())

@@ -70,7 +70,7 @@ from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
 if TYPE_CHECKING:
-    from diagnose.core.explain import Explainer
+    from diagnose.core.explain import Explainer, PackagePins
 
 REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
@@ -169,6 +169,7 @@ class Engine:
         hang_after: float | None = None,
         explainers: Sequence[Explainer] = (),
         engine_version: tuple[str, str] | None = None,
+        pins: PackagePins | None = None,
     ) -> None:
         self._states = [_State(signature) for signature in signatures]
         self.facts: dict[str, Any] = {}
@@ -177,6 +178,8 @@ class Engine:
             self.facts[f"{engine_version[0]}_version"] = engine_version[1]
         self._given_version = engine_version
         self.hang_after = hang_after
+        self.pins = pins
+        """Makes the findings' package changes exact from the engine release's requirements."""
         self.explainers = tuple(explainers)
         """Tiers below the hand signatures, asked in turn when none of them decided."""
         self._explainer_needles = tuple(
@@ -573,6 +576,9 @@ class Engine:
             # the catch-all names the exception; the templates tell what else went wrong
             findings[0] = findings[0].model_copy(update={"templates": templates})
         findings = self._peer_failed_first(findings, drafts, templates, unit, engine)
+        if self.pins is not None:
+            version = self._engine_version(engine)
+            findings = [self.pins(finding, engine, version) for finding in findings]
         primary = primary_of(findings)
         timeline = self._timeline(end, findings, primary)
         return Diagnosis(

@@ -41,3 +41,12 @@ class Explainer(Protocol):
         ...
 
     def __call__(self, incident: IncidentView) -> list[Finding]: ...
+
+
+class PackagePins(Protocol):
+    """Makes a finding's package change exact where the engine release says which version it
+    needs (``transformers`` becomes ``transformers==4.48.3``); lives outside the core."""
+
+    def __call__(
+        self, finding: Finding, engine: str | None, engine_version: str | None
+    ) -> Finding: ...

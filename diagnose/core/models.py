@@ -157,12 +157,15 @@ class ErrorTemplate(_Frozen):
     first_ts: Timestamp | None = None
 
 
+PackageChange = Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
+
+
 class PackageAction(_Frozen):
     """A package change that fixes the failure: ``upgrade`` ``sglang`` to ``>=0.4.9``."""
 
     name: str
     spec: str
-    action: Literal["upgrade", "downgrade", "pin", "install", "reinstall"]
+    action: PackageChange
 
 
 TIERS = ("signature", "known_issue", "engine_source", "generic")

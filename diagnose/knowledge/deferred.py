@@ -92,3 +92,15 @@ class MessageWordsTier:
         from diagnose.knowledge.source_tier import message_words_findings
 
         return message_words_findings(incident)
+
+
+class ReleaseRequirementPins:
+    """The engine releases' requirements, imported (and their table read) only for a finding
+    whose package change names no version."""
+
+    def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
+        if finding.package is None or any(c.isdigit() for c in finding.package.spec):
+            return finding
+        from diagnose.knowledge.requirements import pinned_by_release
+
+        return pinned_by_release(finding, engine, engine_version)

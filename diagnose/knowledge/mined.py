@@ -4,7 +4,8 @@ Files under ``knowledge/mined/``: per engine, the launch-flag table of each rele
 (``<engine>/flags/<version>.json``), the flags added and removed between releases
 (``flag_changes.json``), environment variables (``env_vars.json``), the names each release
 registers (``registries.json``: model architectures, tool-call and reasoning parsers,
-quantization methods) and message templates (``templates.jsonl.gz``); ``libraries/`` and
+quantization methods), the versions of the packages each release requires
+(``requires.json``) and message templates (``templates.jsonl.gz``); ``libraries/`` and
 ``native/`` hold the messages and result codes of the libraries under the engines. Everything
 loads on first use and is cached.
 """
@@ -21,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 
 from diagnose.core.versions import release
@@ -303,3 +306,92 @@ def result_codes(table: str) -> dict[int, dict[str, Any]]:
 def native_strings() -> tuple[dict[str, str], ...]:
     """Fixed strings of the native libraries, each with its library, version and file."""
     return tuple(_jsonl_gz("native/strings.jsonl.gz"))
+
+
+_SAME_PACKAGE = {
+    "sgl-kernel": ("sgl-kernel", "sglang-kernel"),
+    "sglang-kernel": ("sglang-kernel", "sgl-kernel"),
+    "flashinfer": ("flashinfer-python", "flashinfer"),
+    "flashinfer-python": ("flashinfer-python", "flashinfer"),
+}
+"""Packages published under another name in some releases (SGLang's kernels became
+``sglang-kernel`` in 0.5.10; flashinfer's wheel is ``flashinfer-python``)."""
+
+
+@dataclass(frozen=True)
+class ReleaseRequirement:
+    """The version of ``package`` that release ``release`` of ``engine`` declares; ``via`` is
+    the other engine's requirement it comes through (SGLang up to 0.4 takes torch through the
+    vLLM release it pins)."""
+
+    engine: str
+    release: str
+    package: str
+    spec: str
+    via: ReleaseRequirement | None = None
+
+    def sentence(self) -> str:
+        """``SGLang 0.4.3.post2 requires transformers==4.48.3``, the chain when indirect."""
+        if self.via is None:
+            return f"{ENGINE_NAMES[self.engine]} {self.release} requires {self.package}{self.spec}"
+        return (
+            f"{self.via.sentence()}, and {ENGINE_NAMES[self.engine]} {self.release} (the newest "
+            f"release it allows) requires {self.package}{self.spec}"
+        )
+
+
+def distribution_name(name: str) -> str:
+    """A package name as pip normalises it (``Flashinfer_Python`` is ``flashinfer-python``)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+@cache
+def requirements(engine: str) -> dict[str, dict[str, str]]:
+    """Each release's requirements that matter to a failure, by version, oldest first: the
+    specifier of each package (torch, transformers, kernels, ...) its published metadata
+    declares for a Linux x86_64 server install (empty when none was mined)."""
+    path = mined_dir() / engine / "requires.json"
+    if not path.is_file():
+        return {}
+    releases: dict[str, dict[str, Any]] = _json(f"{engine}/requires.json")["releases"]
+    return {version: releases[version]["requires"] for version in sorted(releases, key=Version)}
+
+
+def requirement_release(engine: str, version: str | None) -> str | None:
+    """The release whose requirements stand for ``version``: itself, else the newest one
+    before it (None when it is older than every one, or unreadable); the newest when None."""
+    known = list(requirements(engine))
+    if not known or version is None:
+        return known[-1] if known else None
+    if version in known:
+        return version
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return None
+    before = [candidate for candidate in known if Version(candidate) <= wanted]
+    return before[-1] if before else None
+
+
+def required(engine: str, version: str | None, package: str) -> ReleaseRequirement | None:
+    """What the release of ``engine`` standing for ``version`` (the newest when None)
+    requires of ``package``, directly or through the other engine's release it pins (the
+    newest that its range allows); None when neither declares a version of it."""
+    chosen = requirement_release(engine, version)
+    if chosen is None:
+        return None
+    declared = requirements(engine)[chosen]
+    name = distribution_name(package)
+    for candidate in _SAME_PACKAGE.get(name, (name,)):
+        if candidate in declared:
+            return ReleaseRequirement(engine, chosen, candidate, declared[candidate])
+    for other in ENGINES:
+        if other == engine or other not in declared:
+            continue
+        allowed = SpecifierSet(declared[other])
+        fitting = [v for v in requirements(other) if allowed.contains(v, prereleases=True)]
+        found = required(other, fitting[-1], package) if fitting else None
+        if found is not None and found.via is None:
+            via = ReleaseRequirement(engine, chosen, other, declared[other])
+            return ReleaseRequirement(found.engine, found.release, found.package, found.spec, via)
+    return None
