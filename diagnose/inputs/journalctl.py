@@ -1,6 +1,5 @@
 """``journalctl -o json`` in a subprocess: the journal reader when systemd-python is not
-installed. Its own module, so that a run that reads through systemd-python does not import
-``subprocess``."""
+installed, loaded only then."""
 
 from __future__ import annotations
 
