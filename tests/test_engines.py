@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.engines import display_name, profile, profiles
 from diagnose.engines.phases import launch_marker, phase_of
+from tests.conftest import run_text
 
 
 def test_the_registry_finds_every_engine_module() -> None:
@@ -19,3 +20,14 @@ def test_phases_and_banners_come_from_the_profiles() -> None:
     assert phase_of("Application startup complete.", None) == "ready"
     assert phase_of("Application startup complete.", "sglang") is None
     assert launch_marker("non-default args: {'model': 'x'}") == "non-default args:"
+
+
+def test_a_traceback_in_the_engines_own_kernel_package_names_the_engine() -> None:
+    """Frames only in `sgl_kernel` (SGLang's kernels) say the log is SGLang's."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/sgl_kernel/__init__.py", line 5, in x\n'
+        "ImportError: /usr/local/lib/python3.10/dist-packages/sgl_kernel/common_ops.abi3.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    )
+    assert run_text(log).engine == "sglang"

@@ -84,8 +84,10 @@ MAX_RANKS = 256
 MESSAGE_CONTINUATION_LINES = 4
 """How far below an error its own detail lines reach (NCCL's ``Last error:`` and the next)."""
 
+_ENGINE_OF_PACKAGE = {package: p.name for p in profiles() for package in (p.name, *p.code_packages)}
+"""Each engine's Python packages (its own name, its kernels), to the engine."""
 _ENGINE_IN_CODE = re.compile(
-    r"(?:/|\bfrom |\bimport )(" + "|".join(p.name for p in profiles()) + r")(?=[./\s]|$)"
+    r"(?:/|\bfrom |\bimport )(" + "|".join(_ENGINE_OF_PACKAGE) + r")(?=[./\s]|$)"
 )
 """An engine's package in a traceback frame's path or an import statement."""
 
@@ -311,7 +313,8 @@ class Engine:
         if record.engine:
             self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
         elif not self.engines:
-            for named in _ENGINE_IN_CODE.findall(record.text):
+            for package in _ENGINE_IN_CODE.findall(record.text):
+                named = _ENGINE_OF_PACKAGE[package]
                 self._engine_code_hints[named] = self._engine_code_hints.get(named, 0) + 1
         phase = phase_of(record.text, record.engine) if record.origin == "app" else None
         banner = launch_marker(record.text) if phase == "launch" else None

@@ -99,6 +99,11 @@ class EngineProfile(Protocol):
     def env_prefixes(self) -> Sequence[str]:
         """Prefixes of the environment variables the engine itself reads (``VLLM_``)."""
 
+    @property
+    def code_packages(self) -> Sequence[str]:
+        """Python packages of its own besides ``name`` (``sgl_kernel``): a traceback frame
+        in one of them says the log is this engine's."""
+
     def launch_start(self, argv: Sequence[str], index: int) -> int | None:
         """When ``argv[index:]`` starts this engine, the index of its first argument."""
 
@@ -128,6 +133,7 @@ class Profile:
     module_prefix: str | None = None
     model_positional: bool = False
     env_prefixes: tuple[str, ...] = ()
+    code_packages: tuple[str, ...] = ()
 
     def launch_start(self, argv: Sequence[str], index: int) -> int | None:
         word = argv[index]

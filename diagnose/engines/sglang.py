@@ -73,5 +73,6 @@ PROFILE: EngineProfile = Profile(
     },
     executable="sglang",
     env_prefixes=("SGLANG_", "SGL_"),
+    code_packages=("sgl_kernel",),
     module_prefix="sglang.",
 )
