@@ -282,6 +282,13 @@ DISTRIBUTIONS = {
     "zmq": "pyzmq",
 }
 """Import names whose distribution on the package index is named otherwise."""
+
+
+def distribution_name(name: str) -> str:
+    """A package name as pip normalises it (``Flashinfer_Python`` is ``flashinfer-python``)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
 _FLAG_TOKEN = re.compile(r"(?<!\S)--?[A-Za-z][\w-]*(?==|\s|$)")
 
 
@@ -298,7 +305,7 @@ class _Text(str):
             return "--" + self.strip().lstrip("-").replace("_", "-")
         if spec == "distribution":
             name = self.strip()
-            return DISTRIBUTIONS.get(name) or re.sub(r"[-_.]+", "-", name).lower()
+            return DISTRIBUTIONS.get(name) or distribution_name(name)
         if spec == "flags":
             return " ".join(dict.fromkeys(_FLAG_TOKEN.findall(self)))
         return str.__format__(str(self), spec)

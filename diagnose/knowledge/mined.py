@@ -26,6 +26,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 
+from diagnose.core.expr import distribution_name
 from diagnose.core.versions import release
 from diagnose.knowledge.issue_base import knowledge_dir
 
@@ -338,11 +339,6 @@ class ReleaseRequirement:
             f"{self.via.sentence()}, and {ENGINE_NAMES[self.engine]} {self.release} (the newest "
             f"release it allows) requires {self.package}{self.spec}"
         )
-
-
-def distribution_name(name: str) -> str:
-    """A package name as pip normalises it (``Flashinfer_Python`` is ``flashinfer-python``)."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 @cache

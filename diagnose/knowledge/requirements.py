@@ -15,6 +15,7 @@ import re
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from diagnose.core.expr import distribution_name
 from diagnose.core.models import Finding, PackageAction, PackageChange
 from diagnose.knowledge import mined
 
@@ -38,7 +39,7 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
     change = finding.package
     if change is None or not vague(change.spec) or engine not in mined.ENGINES:
         return finding
-    if mined.distribution_name(change.name) == engine:
+    if distribution_name(change.name) == engine:
         return finding  # the engine itself: its own release is another question
     name = mined.ENGINE_NAMES[engine]
     if engine_version is None:
@@ -76,9 +77,7 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
 def installed_version(finding: Finding, *names: str) -> str | None:
     """The version of the package the finding's evidence shows installed (``torch 2.5.1``,
     ``transformers==4.49.0.dev0``, ``torch-2.5.1.dist-info``), if any."""
-    spelled = "|".join(
-        sorted({re.sub(r"[-_.]", "[-_.]", mined.distribution_name(n)) for n in names})
-    )
+    spelled = "|".join(sorted({re.sub(r"[-_.]", "[-_.]", distribution_name(n)) for n in names}))
     pattern = re.compile(
         rf"(?<![\w.-])(?:{spelled})(?:==|\s+version\s+|\s+|-)v?(\d+(?:\.\d+)+[\w.+]*?)"
         r"(?=\.dist-info|[\s,;:)'\"]|$)",
