@@ -176,6 +176,28 @@ class KnownIssueMatch:
     own_engine: bool = False
     """The record is about the engine the incident shows (not any engine's)."""
 
+    @classmethod
+    def of(
+        cls,
+        record: KnownIssue,
+        message: str,
+        values: dict[str, str],
+        specificity: int,
+        position: int,
+        engine: str | None,
+        engine_version: str | None,
+    ) -> KnownIssueMatch:
+        """The match of ``record`` on ``message``, judged against the incident's engine."""
+        return cls(
+            record=record,
+            message=message,
+            values=values,
+            version_fit=_version_fit(record, engine, engine_version),
+            specificity=specificity,
+            position=position,
+            own_engine=engine is not None and record.engine == engine,
+        )
+
     @property
     def rank_key(self) -> tuple[int, int, int, int]:
         fit = {"affected": 3, "unknown": 2, "fixed": 1, "other-engine": 0}[self.version_fit]
@@ -220,15 +242,15 @@ class IssueBase:
                     hit = _search(wording.pattern, message)
                     if hit is None:
                         continue
-                    record = entry.record
-                    found[entry.id] = KnownIssueMatch(
-                        record=record,
-                        message=original,
-                        values={k: v for k, v in hit.groupdict().items() if v is not None},
-                        version_fit=_version_fit(record, engine, engine_version),
-                        specificity=wording.fixed_chars,
-                        position=position,
-                        own_engine=engine is not None and record.engine == engine,
+                    values = {k: v for k, v in hit.groupdict().items() if v is not None}
+                    found[entry.id] = KnownIssueMatch.of(
+                        entry.record,
+                        original,
+                        values,
+                        wording.fixed_chars,
+                        position,
+                        engine,
+                        engine_version,
                     )
                     break
         if not found:
@@ -257,15 +279,8 @@ class IssueBase:
                 )
                 if entry.id in found or not cut:
                     continue
-                record = entry.record
-                found[entry.id] = KnownIssueMatch(
-                    record=record,
-                    message=original,
-                    values={},
-                    version_fit=_version_fit(record, engine, engine_version),
-                    specificity=len(message),
-                    position=position,
-                    own_engine=engine is not None and record.engine == engine,
+                found[entry.id] = KnownIssueMatch.of(
+                    entry.record, original, {}, len(message), position, engine, engine_version
                 )
         return found
 
@@ -286,15 +301,14 @@ class IssueBase:
                         continue
                     if entry.id in found or common_words(wanted, said) < len(wanted):
                         continue
-                    record = entry.record
-                    found[entry.id] = KnownIssueMatch(
-                        record=record,
-                        message=original,
-                        values={},
-                        version_fit=_version_fit(record, engine, engine_version),
-                        specificity=wording.fixed_chars,
-                        position=position,
-                        own_engine=engine is not None and record.engine == engine,
+                    found[entry.id] = KnownIssueMatch.of(
+                        entry.record,
+                        original,
+                        {},
+                        wording.fixed_chars,
+                        position,
+                        engine,
+                        engine_version,
                     )
         return found
 
