@@ -1051,31 +1051,35 @@ class Engine:
                 else self._phase_reached()
             ),
             templates=templates,
-            hypotheses=list(_SILENT_DEATHS) if died_silently else [],
+            hypotheses=(
+                [Hypothesis(cause=cause, check=check) for cause, check in _SILENT_DEATHS]
+                if died_silently
+                else []
+            ),
         )
 
 
 _SILENT_DEATHS = (
-    Hypothesis(
-        cause="The kernel's OOM killer ended it: the host (or the container's memory limit) ran "
-        "out of memory.",
-        check="`journalctl -k --since -1h | grep -iE 'killed process|out of memory'` (or "
+    (
+        "The kernel's OOM killer ended it: the host (or the container's memory limit) ran out "
+        "of memory.",
+        "`journalctl -k --since -1h | grep -iE 'killed process|out of memory'` (or "
         "`dmesg -T`); `systemctl show UNIT -p MemoryMax`.",
     ),
-    Hypothesis(
-        cause="Shared memory ran out (SIGBUS): in a container /dev/shm is 64 MB unless raised, "
-        "and the engine's processes exchange tensors through it.",
-        check="`df -h /dev/shm` where the server runs; docker: `--shm-size=16g` or `--ipc=host`; "
+    (
+        "Shared memory ran out (SIGBUS): in a container /dev/shm is 64 MB unless raised, and "
+        "the engine's processes exchange tensors through it.",
+        "`df -h /dev/shm` where the server runs; docker: `--shm-size=16g` or `--ipc=host`; "
         "Kubernetes: an `emptyDir` with `medium: Memory` mounted at /dev/shm.",
     ),
-    Hypothesis(
-        cause="A crash in native code (SIGSEGV in a kernel or library), which Python cannot "
-        "report.",
-        check="`journalctl -k | grep -i segfault`; `coredumpctl list`; rerun with "
+    (
+        "A crash in native code (SIGSEGV in a kernel or library), which Python cannot report.",
+        "`journalctl -k | grep -i segfault`; `coredumpctl list`; rerun with "
         "`PYTHONFAULTHANDLER=1` to get the Python stack of the crash.",
     ),
 )
-"""Why a process of the server dies without an error of its own, most likely first."""
+"""Why a process of the server dies without an error of its own, most likely first, each with
+its check: plain text, made a model only for a finding that needs it (not at every import)."""
 
 
 def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
