@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/startup.py [--rounds N]
 
 Runs each command N times as a new process (as a hook, a CI step or a user does) and prints
-the best and the median wall time: `python -c pass`, `diagnose --version`, `diagnose --help`,
+the best and the median wall time: `python -c pass`, the floor that the required schema
+library sets (import pydantic, define one model, validate and dump it to JSON; every
+diagnosis does at least that), `diagnose --version`, `diagnose --help`,
 `diagnose file` on the bundled incident (153-line journal export) as JSON and as text, and
 `diagnose journal` on a real journal file of that incident (291 entries with a healthy run
 before it, made with `systemd-journal-remote`; left out where it is not installed), with the
@@ -31,6 +33,12 @@ from tests.journalgen import UNIT, crashloop_entries, journal_remote, write_jour
 REPO = Path(__file__).resolve().parent.parent
 INCIDENT = REPO / "fixtures" / "incidents" / "qwen-122b-crashloop.journal.txt"
 DIAGNOSE = [sys.executable, "-m", "diagnose"]
+PYDANTIC_FLOOR = (
+    "from pydantic import BaseModel\n"
+    "class Finding(BaseModel):\n"
+    "    signature: str\n"
+    "print(Finding(signature='cuda-out-of-memory').model_dump_json())"
+)
 
 
 def _times(command: list[str], rounds: int, environment: dict[str, str]) -> list[float]:
@@ -50,6 +58,7 @@ def startup_table(rounds: int) -> list[str]:
         environment.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its .pyc
         cases = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            "pydantic, one model": [sys.executable, "-c", PYDANTIC_FLOOR],
             "diagnose --version": [*DIAGNOSE, "--version"],
             "diagnose --help": [*DIAGNOSE, "--help"],
             "file (json)": [*DIAGNOSE, "file", str(INCIDENT), "--format", "json"],
