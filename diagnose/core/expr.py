@@ -6,12 +6,14 @@ holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); op
 names, numbers or quoted strings. Derived values are
 arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``,
 ``nearest_divisor``)
-over names and numbers. Nothing is ever passed to ``eval``.
+over names and numbers, or ``nearest_choice(value, choices)`` over two captured texts.
+Nothing is ever passed to ``eval``.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 import re
@@ -57,6 +59,39 @@ _FUNCTIONS: dict[str, Callable[..., float]] = {
     "floor": math.floor,
     "ceil": math.ceil,
     "nearest_divisor": nearest_divisor,
+}
+
+
+def nearest_choice(value: str, choices: list[str], cutoff: float = 0.8) -> str | None:
+    """The accepted value a refused one most likely meant: the same but for case, ``-`` and
+    ``_`` (``deepseek_r1`` for ``deepseek-r1``), the one choice it begins, or the closest
+    spelling at ``cutoff`` or above (``fp8_e4m3fn`` for ``fp8_e4m3``); None when none is near.
+    The default cutoff is for a patch; a hint may go lower."""
+    folded = {_folded(c): c for c in choices}
+    if (same := folded.get(_folded(value))) is not None:
+        return same
+    started = [c for c in choices if c.lower().startswith(value.lower())]
+    if len(started) == 1 and value:
+        return started[0]
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def _folded(text: str) -> str:
+    return text.lower().replace("-", "_")
+
+
+def choice_list(printed: str) -> list[str]:
+    """The values of an error's list of choices, quoted or not (``'auto', 'fp8'``, ``[a, b]``)."""
+    return [c for c in (w.strip(" '\"[]{}()") for w in printed.split(",")) if c]
+
+
+def _nearest_printed_choice(value: Any, printed: Any) -> str | None:
+    return nearest_choice(str(value), choice_list(str(printed)))
+
+
+_TEXT_FUNCTIONS: dict[str, Callable[[Any, Any], str | None]] = {
+    "nearest_choice": _nearest_printed_choice,
 }
 
 
@@ -174,18 +209,36 @@ def all_hold(conditions: list[Condition], values: Values) -> bool:
 
 
 class Arithmetic:
-    """A parsed arithmetic expression; ``value(values)`` is None when a name is missing."""
+    """A parsed expression: arithmetic, or a text function of captured names; ``value(values)``
+    is None when a name is missing or a text function finds nothing."""
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self._text: tuple[Callable[[Any, Any], str | None], list[str]] | None = None
         try:
             tree = ast.parse(source, mode="eval")
-            self._check(tree.body)
+            body = tree.body
+            function = (
+                body.func.id
+                if isinstance(body, ast.Call) and isinstance(body.func, ast.Name)
+                else None
+            )
+            if function in _TEXT_FUNCTIONS:
+                assert isinstance(body, ast.Call) and function is not None
+                self._text = (_TEXT_FUNCTIONS[function], self._text_names(body))
+            if self._text is None:
+                self._check(body)
         except SyntaxError as error:
             raise ExpressionError(f"expression {source!r} does not parse: {error.msg}") from None
         except (RecursionError, MemoryError):
             raise ExpressionError(f"expression {source[:40]!r}...: nested too deeply") from None
         self._tree = tree.body
+
+    def _text_names(self, call: ast.Call) -> list[str]:
+        names = [a.id for a in call.args if isinstance(a, ast.Name)]
+        if len(names) != 2 or len(call.args) != 2 or call.keywords:
+            raise ExpressionError(f"expression {self.source!r}: takes two captured names")
+        return names
 
     def _check(self, node: ast.AST) -> None:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -205,7 +258,12 @@ class Arithmetic:
         elif not isinstance(node, ast.Name):
             raise ExpressionError(f"expression {self.source!r}: only arithmetic is allowed")
 
-    def value(self, values: Values) -> float | None:
+    def value(self, values: Values) -> float | str | None:
+        if self._text is not None:
+            function, names = self._text
+            if any(values.get(name) in (None, "") for name in names):
+                return None
+            return function(*(values[name] for name in names))
         try:
             return self._evaluate(self._tree, values)
         except (LookupError, ZeroDivisionError, TypeError, ValueError, OverflowError):

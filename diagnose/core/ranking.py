@@ -104,9 +104,9 @@ def version_check(
 def derive(signature: Signature, values: dict[str, Any]) -> None:
     """Add the signature's derived values (``derive:``) to ``values``."""
     for name, arithmetic in signature.derived.items():
-        number = arithmetic.value(values)
-        if number is not None:
-            values[name] = round(number, 4)
+        value = arithmetic.value(values)
+        if value is not None:
+            values[name] = value if isinstance(value, str) else round(value, 4)
 
 
 def primary_of(findings: list[Finding]) -> str | None:

@@ -9,7 +9,6 @@ thread settled on, a template only knows where the message is raised.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.expr import nearest_choice
 from diagnose.core.models import (
     Confidence,
     Finding,
@@ -725,11 +725,11 @@ def _bound_choice(
     choices = [str(c) for c in option.choices or ()]
     if not mentioned or _as_choice(value, choices) is not None:
         return None
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    close = nearest_choice(value, choices, cutoff=0.6)
     fix.sentences.append(
         f"`{value}` is not a value of `{option.flags[0]}` in {table.engine} {table.version}: it "
         f"accepts {', '.join(f'`{c}`' for c in choices[:30])}"
-        + (f"; the nearest is `{close[0]}`." if close else ".")
+        + (f"; the nearest is `{close}`." if close else ".")
     )
     return option.flags[0]
 

@@ -20,13 +20,13 @@ True
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from diagnose.core.expr import nearest_choice
 from diagnose.core.versions import release
 from diagnose.knowledge.mined import (
     FlagLookup,
@@ -409,14 +409,7 @@ def _bad_choice(
         found = _lookup(other, word.written).option
         return bool(found and found.choices and value in [str(c) for c in found.choices])
 
-    folded = {c.lower(): c for c in choices}
-    started = [c for c in choices if c.lower().startswith(value.lower())]
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    suggestion = (
-        folded.get(value.lower())
-        or (started[0] if len(started) == 1 else "")
-        or (close[0] if close else "")
-    )
+    suggestion = nearest_choice(value, choices, cutoff=0.6) or ""
     return {
         "flag": word.flag,
         "written": word.written,

@@ -1,0 +1,47 @@
+"""Derived values of signatures: the text function that picks the choice a refused value meant."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.core.expr import Arithmetic, ExpressionError, choice_list, nearest_choice
+
+KV_CACHE_DTYPES = "'auto', 'fp8', 'fp8_e5m2', 'fp8_e4m3'"
+
+
+@pytest.mark.parametrize(
+    ("value", "choices", "nearest"),
+    [
+        ("fp8_e4m3fn", KV_CACHE_DTYPES, "fp8_e4m3"),  # closest spelling
+        ("deepseek_r1", "deepseek-r1, qwen3", "deepseek-r1"),  # - and _ alike
+        ("Auto", KV_CACHE_DTYPES, "auto"),  # case
+        ("flashin", "[triton, flashinfer, fa3]", "flashinfer"),  # the one choice it begins
+        ("fp8", "'auto', 'half', 'float16', 'bfloat16', 'float', 'float32'", None),
+        ("flash_attn", "triton, torch_native, flashinfer, fa3, flashmla", None),  # 0.67: too far
+    ],
+)
+def test_nearest_choice_patches_only_a_near_spelling(
+    value: str, choices: str, nearest: str | None
+) -> None:
+    assert (
+        Arithmetic("nearest_choice(value, choices)").value({"value": value, "choices": choices})
+        == nearest
+    )
+
+
+def test_a_hint_may_take_a_looser_spelling_than_a_patch() -> None:
+    choices = choice_list("triton, torch_native, flashinfer, fa3, flashmla")
+    assert nearest_choice("flash_attn", choices) is None
+    assert nearest_choice("flash_attn", choices, cutoff=0.6) == "flashmla"
+
+
+def test_text_function_without_its_values_derives_nothing() -> None:
+    assert Arithmetic("nearest_choice(value, choices)").value({"value": "fp8"}) is None
+
+
+@pytest.mark.parametrize(
+    "source", ["nearest_choice(value)", "nearest_choice(value, 'a, b')", "1 + nearest_choice(a, b)"]
+)
+def test_text_function_takes_two_captured_names_at_the_top(source: str) -> None:
+    with pytest.raises(ExpressionError):
+        Arithmetic(source)
