@@ -56,6 +56,21 @@ def test_lint_finds_no_error() -> None:
     assert [p for p in lint(RECORDS) if p.error] == []
 
 
+def test_lint_lets_each_engine_claim_a_wording_both_print_once() -> None:
+    sglang = BY_ID["sglang-fp8-block-quant-tp-not-divisible"]
+    vllm = BY_ID["vllm-fp8-block-moe-tp-not-divisible"]
+    shared = set(vllm.message.also) | {vllm.message.template}
+    assert shared & set(sglang.message.also)  # the same ValueError in both engines' fp8.py
+    assert [p for p in lint([sglang, vllm]) if p.error] == []
+    twice = vllm.model_copy(update={"id": "vllm-second-claim"})
+    assert [p.message for p in lint([vllm, twice]) if p.error] == [
+        f"same wording as {vllm.id}: {text!r}"
+        for text in (vllm.message.template, *vllm.message.also)
+    ]
+    anywhere = sglang.model_copy(update={"id": "any-engine-claim", "engine": "any"})
+    assert any("same wording" in p.message for p in lint([vllm, anywhere]))
+
+
 def test_covered_by_names_a_hand_signature_or_release_tables() -> None:
     library = {signature.id for signature in load_library(include_user_dirs=False)}
     library |= RELEASE_TABLES

@@ -81,6 +81,8 @@ def _check_unit(report: dict[str, Any], expect: dict[str, Any], where: str) -> N
         assert value is not None and part in value, f"{where}: {name}={value!r} lacks {part!r}"
     for key in wanted.get("unit_set_keys", []):
         assert key in patch.get("unit_set", {}), f"{where}: patch does not set {key}"
+    for flag in wanted.get("args_add", []):
+        assert flag in patch.get("args_add", []), f"{where}: patch does not add {flag}"
     for consequence in expect.get("consequences", []):
         found = [f for f in report["findings"] if f["category"] == consequence]
         assert found, f"{where}: no {consequence} finding"

@@ -632,7 +632,7 @@ class Engine:
             explained = self._unknown(failure, templates, unit, [])
         said = (
             f"{explained.explanation} It came first: the later finding ({first.title.lower()}) "
-            "is the other ranks waiting for the one that had already failed."
+            "only shows other ranks or processes waiting for the one that had already failed."
         )
         return with_primary(findings, explained.model_copy(update={"explanation": said}))
 
