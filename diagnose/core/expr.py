@@ -218,14 +218,10 @@ class Arithmetic:
         try:
             tree = ast.parse(source, mode="eval")
             body = tree.body
-            function = (
-                body.func.id
-                if isinstance(body, ast.Call) and isinstance(body.func, ast.Name)
-                else None
-            )
-            if function in _TEXT_FUNCTIONS:
-                assert isinstance(body, ast.Call) and function is not None
-                self._text = (_TEXT_FUNCTIONS[function], self._text_names(body))
+            if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
+                function = _TEXT_FUNCTIONS.get(body.func.id)
+                if function is not None:
+                    self._text = (function, self._text_names(body))
             if self._text is None:
                 self._check(body)
         except SyntaxError as error:
