@@ -186,6 +186,26 @@ def test_an_option_value_the_engine_refuses_by_name_is_a_launch_argument_of_that
     assert _option_judgement("Invalid deepep_mode: {mode}", context).category == "launch_args"
 
 
+def test_a_message_asking_to_raise_an_option_by_its_python_name_is_a_launch_argument() -> None:
+    """vLLM's encoder-budget check (v1/core/encoder_cache_manager.py) names no rule's words
+    and no flag, only the option's Python name and the way to move it."""
+    cause = _cause(
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/encoder_cache_manager.py", '
+        "line 302, in compute_mm_encoder_budget\n"
+        "    raise ValueError(\n"
+        "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
+        "max_num_batched_tokens (2048). Please increase max_num_batched_tokens.\n"
+    )
+    assert (cause.category, cause.tier) == ("launch_args", "engine_source")
+    assert cause.patch is not None
+    assert cause.patch.args_add == ["--max-num-batched-tokens", "<higher than 2048>"]
+    context = ReleaseContext("vllm", "0.10.2", None)
+    named = "{x} is larger than max_num_batched_tokens ({y})."  # names it, asks nothing
+    assert _option_judgement(named, context).category is None
+    not_an_option = "Please increase num_tokens_padded."
+    assert _option_judgement(not_an_option, context).category is None
+
+
 def test_an_unrecognized_renamed_flag_names_its_successor_and_keeps_its_value() -> None:
     log = "launch_server.py: error: unrecognized arguments: --nsa-decode-backend flashmla\n"
     cause = _cause(log, ("sglang", "0.5.23"))
@@ -200,6 +220,18 @@ def test_an_unrecognized_near_miss_gets_did_you_mean() -> None:
     cause = _cause("launch_server.py: error: unrecognized arguments: --tp-szie 2\n", None)
     assert "did you mean `--tp-size`" in cause.explanation
     assert cause.patch is None
+
+
+def test_an_unrecognized_flag_whose_value_confirms_the_nearest_spelling_is_replaced() -> None:
+    """`cutlass` is a value of the nearest spelling, --fp8-gemm-backend (and of the farther
+    --moe-runner-backend): the value confirms the nearest, which the patch sets."""
+    log = "sglang serve: error: unrecognized arguments: --fp8-gemm-runner-backend cutlass\n"
+    cause = _cause(log, ("sglang", "0.5.23"))
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["--fp8-gemm-runner-backend"]
+    assert cause.patch.args_add == ["--fp8-gemm-backend", "cutlass"]
+    unconfirmed = "sglang serve: error: unrecognized arguments: --fp8-gemm-runner-backend foo\n"
+    assert _cause(unconfirmed, ("sglang", "0.5.23")).patch is None
 
 
 def test_a_generic_template_matches_only_a_whole_message() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diagnose.core.incident import exception_line
 from diagnose.core.records import Event
 from diagnose.core.tracebacks import MAX_TRACEBACK_LINES
 from diagnose.inputs.files import LogInput, events_from_lines
@@ -36,6 +37,39 @@ def test_a_bare_python_traceback_is_one_event() -> None:
     assert traceback.text.startswith("Traceback (most recent call last):\n")
     assert "ValueError: bad value" in traceback.text
     assert events[2].text == "next line"
+
+
+def test_an_excerpt_that_cut_off_the_header_still_makes_one_traceback() -> None:
+    """Logs pasted into threads often start at a frame; the exception closes the traceback."""
+    events = group(
+        [
+            '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/encoder_cache_manager.py",'
+            " line 302, in compute_mm_encoder_budget",
+            "    raise ValueError(",
+            "ValueError: Please increase max_num_batched_tokens.",
+            "[2026-03-01 11:00:00] next line",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]]
+    assert exception_line(events[0]) is events[0].records[2]
+
+
+def test_a_prefixed_headless_traceback_continues_on_its_process_lines() -> None:
+    events = group(
+        [
+            '(APIServer pid=7) ERROR 07-01 10:00:00 [api_server.py:9]   File "/x/site-packages'
+            '/vllm/entrypoints/api_server.py", line 9, in run',
+            "(APIServer pid=7) ERROR 07-01 10:00:00 [api_server.py:9]     run()",
+            "(APIServer pid=7) ERROR 07-01 10:00:00 [api_server.py:9] KeyError: 'model'",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3]]
+
+
+def test_a_faulthandler_frame_opens_no_traceback() -> None:
+    """faulthandler's thread dumps write ``line N in f`` (no comma): each line stays alone."""
+    events = group(['  File "/srv/app.py", line 12 in main', '  File "/srv/app.py", line 3 in f'])
+    assert [line_numbers(e) for e in events] == [[1], [2]]
 
 
 def test_every_line_outside_a_traceback_is_its_own_event() -> None:
@@ -157,7 +191,9 @@ def test_a_too_long_traceback_is_cut_without_losing_lines() -> None:
     numbers = [n for e in events for n in line_numbers(e)]
     assert sorted(numbers) == list(range(1, len(lines) + 1))
     assert len(numbers) == len(set(numbers))
-    assert any(e.text == "RecursionError: too deep" for e in events)
+    rest = next(e for e in events if "RecursionError: too deep" in e.text)
+    assert rest is not events[0]  # the frames past the cut carry the exception as a traceback
+    assert rest.first.text.startswith('  File "') and exception_line(rest) is not None
 
 
 def test_event_maps_text_offsets_back_to_records() -> None:

@@ -63,7 +63,7 @@ from diagnose.core.signature import (
     Signature,
 )
 from diagnose.core.timeline import TimelineTracker
-from diagnose.core.tracebacks import TRACEBACK_START
+from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
 from diagnose.engines.base import SERVING
@@ -417,7 +417,7 @@ class Engine:
                 # process died, a stop request (a kill after any of them is explained)
                 "error_before": bool(self.incident.first_errors.get(attempt))
                 or attempt in self._deaths
-                or (record is not event.first and TRACEBACK_START in event.first.text),
+                or (record is not event.first and starts_traceback(event.first.text)),
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
                 "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
@@ -613,7 +613,7 @@ class Engine:
         error = self.incident.first_errors.get(attempt, [])
         thrown = (
             error
-            if error and TRACEBACK_START in error[0].text
+            if error and starts_traceback(error[0].text)
             else self.incident.first_tracebacks.get(attempt, [])
         )
         if not thrown or thrown[0].seq >= waiting.seq:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from diagnose.core.records import Event, Record
-from diagnose.core.tracebacks import TRACEBACK_START
+from diagnose.core.tracebacks import starts_traceback
 from diagnose.engines import benign_lines
 
 LAST_LINES = 5
@@ -127,7 +127,7 @@ def may_state_a_cause(record: Record) -> bool:
 
 def exception_line(event: Event) -> Record | None:
     """The exception line of a traceback event (its last line with text), if it is one."""
-    if TRACEBACK_START not in event.first.text:
+    if not starts_traceback(event.first.text):
         return None
     for record in reversed(event.records):
         if record.text.strip():
@@ -138,7 +138,7 @@ def exception_line(event: Event) -> Record | None:
 def raised_line(event: Event) -> Record | None:
     """The line of a traceback event that names the exception raised last
     (``OSError: [Errno 98] ...``), if it has one."""
-    if TRACEBACK_START not in event.first.text:
+    if not starts_traceback(event.first.text):
         return None
     for record in reversed(event.records[1:]):
         if _CHAINED_EXCEPTION.match(record.text):
@@ -247,7 +247,7 @@ class IncidentTracker:
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
         self.first_errors.setdefault(attempt, error)
-        if TRACEBACK_START in first.text and self.first_errors[attempt] is not error:
+        if starts_traceback(first.text) and self.first_errors[attempt] is not error:
             self.first_tracebacks.setdefault(attempt, error)
         if not matched:
             if len(error) > 1:

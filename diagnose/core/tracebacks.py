@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from diagnose.core.records import Event, Record
 
 TRACEBACK_START = "Traceback (most recent call last):"
+_HEADLESS_FRAME = re.compile(r'\s+File "[^"\n]+", line \d+, in \S')
+"""A traceback's frame line (``  File "x.py", line 12, in f``; faulthandler's dumps have no
+comma before ``in``): in an excerpt pasted from a thread the header above it is often cut off."""
 _CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
@@ -36,6 +39,11 @@ class _Open:
     message_lines: int = 0
 
 
+def starts_traceback(text: str) -> bool:
+    """Whether a line begins a traceback: Python's header, or a frame with no header above."""
+    return TRACEBACK_START in text or _HEADLESS_FRAME.match(text) is not None
+
+
 def _is_frame_line(text: str) -> bool:
     return text.startswith((" ", "\t")) or text.startswith("^")
 
@@ -52,8 +60,10 @@ class TracebackGrouper:
         if record.origin != "app":  # systemd or the kernel speak once the output is over
             finished = [k for k in self._order if self._open[k].state != "frames"]
             return [*(e for k in finished for e in self._close(k)), Event([record], seq)]
-        if TRACEBACK_START in record.text:
-            current = self._open.get(key) if record.prefixed else self._target(record)
+        current = self._open.get(key) if record.prefixed else self._target(record)
+        if TRACEBACK_START in record.text or (
+            current is None and _HEADLESS_FRAME.match(record.text)
+        ):
             if current and current.state in ("chained", "blank"):
                 current.records.append(record)
                 current.state = "frames"

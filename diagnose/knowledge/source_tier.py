@@ -393,13 +393,21 @@ def _best_hit(
 
 def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
     """A template no rule gives a category, that shows the value of a launch option with a
-    fixed set of values (``Unsupported tool_call_parser: {tool_call_parser}``): the value the
-    server was started with is refused, a launch argument to change."""
+    fixed set of values (``Unsupported tool_call_parser: {tool_call_parser}``), or asks to
+    raise or lower a launch option by its Python name (``Please increase
+    max_num_batched_tokens.``): a launch argument to change."""
     table = context.table()
-    shows_option = table is not None and any(
+    if table is None:
+        return Judgement(None, "cause")
+    shows_option = any(
         table.with_choices(shown.group("dest")) for shown in _OPTION_VALUE.finditer(template)
     )
-    return Judgement("launch_args" if shows_option else None, "cause")
+    asks_to_adjust = any(
+        o.dest == asked.group("dest") and o.flags
+        for asked in _ADJUST_DEST.finditer(fixed_text(template))
+        for o in table.options
+    )
+    return Judgement("launch_args" if shows_option or asks_to_adjust else None, "cause")
 
 
 # -- findings -----------------------------------------------------------------------------
@@ -958,7 +966,17 @@ def _unrecognized_fix(
             remove.append(flag)
         else:
             close = table.close_flags(flag)
-            if close:
+            taking = _taking_value(close, value, table)
+            if taking is not None:
+                sentences.append(
+                    f"`{flag}` is not a flag of {release_name}; of the near spellings "
+                    f"({', '.join(f'`{c}`' for c in close)}), `{taking}` is the nearest that "
+                    f"accepts `{value}`."
+                )
+                remove.append(flag)
+                add += [taking, value]
+                hints.setdefault(flag, f"`{taking}` takes `{value}`")
+            elif close:
                 listed = ", ".join(f"`{c}`" for c in close)
                 sentences.append(
                     f"`{flag}` is not a flag of {release_name}; did you mean {listed}?"
@@ -980,6 +998,22 @@ def _unrecognized_fix(
         else None
     )
     return title, sentences, patch, package
+
+
+def _taking_value(close: Sequence[str], value: str, table: mined.FlagTable) -> str | None:
+    """Of the flags spelled like an unknown one (nearest first), the one its value confirms:
+    the only one whose fixed values include it, or the nearest when its values do
+    (``--fp8-gemm-runner-backend cutlass``: ``--fp8-gemm-backend``)."""
+    if not value:
+        return None
+    taking = [
+        flag
+        for flag in close
+        if (option := table.lookup(flag).option) is not None
+        and option.choices is not None
+        and value in {str(c) for c in option.choices}
+    ]
+    return taking[0] if len(taking) == 1 or (taking and taking[0] == close[0]) else None
 
 
 def _added_in(flag: str, context: ReleaseContext) -> str | None:
