@@ -204,6 +204,20 @@ def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str, cat
     assert cause.category == category
 
 
+def test_source_code_under_vllms_error_prefix_is_not_the_first_error() -> None:
+    """An excerpt that starts inside a vLLM traceback: every line carries `ERROR`, but the
+    indented source line above the exception is code, not the error."""
+    prefix = "(VllmWorkerProcess pid=43) ERROR 07-07 13:43:36 multiproc_worker_utils.py:226] "
+    cause = primary(
+        run_text(
+            f"{prefix}    self._wrapper.begin_forward(\n"
+            f"{prefix}RuntimeError: Out of workspace memory in AlignedAllocator\n"
+        )
+    )
+    assert cause is not None and cause.evidence
+    assert "The first error (line 2): RuntimeError: Out of workspace memory" in cause.explanation
+
+
 def test_a_requested_stop_is_no_failure() -> None:
     diagnosis = run_text(
         "Mar 12 09:00:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"

@@ -108,6 +108,10 @@ def is_error_line(record: Record) -> bool:
         return False
     prefix = record.raw[: max(0, len(record.raw) - len(text))]  # vLLM's level is in it
     if _LEVEL_ERROR.search(prefix):
+        # vLLM repeats its ERROR prefix on every line of a traceback: an indented line with no
+        # error word is the traceback's source code (an excerpt cut off above it)
+        if text[:2].isspace() and not _ERROR.search(text):
+            return False
         return not _BENIGN.search(text)
     if not _ERROR.search(text) or _LEVEL_NOT_ERROR.search(prefix) or _LEADING_LEVEL.search(text):
         return False
