@@ -219,6 +219,22 @@ def test_source_code_under_vllms_error_prefix_is_not_the_first_error() -> None:
     assert "The first error (line 2): RuntimeError: Out of workspace memory" in cause.explanation
 
 
+def test_a_wrapper_that_announces_the_next_line_is_not_the_first_error() -> None:
+    """torch.compile's `BackendCompilerFailed: backend='inductor' raised:` ends with a colon:
+    the error it wraps is the next line, whose words are read."""
+    cause = primary(
+        run_text(
+            "ERROR 07-01 10:00:10 [core.py:515] torch._dynamo.exc.BackendCompilerFailed: "
+            "backend='inductor' raised:\n"
+            "ERROR 07-01 10:00:10 [core.py:515] RuntimeError: Cannot find a working triton "
+            "installation. Either the package is not installed or it is too old.\n"
+        )
+    )
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.category == "kernel_build"
+    assert "Cannot find a working triton installation" in cause.explanation
+
+
 def test_a_requested_stop_is_no_failure() -> None:
     diagnosis = run_text(
         "Mar 12 09:00:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"

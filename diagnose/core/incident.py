@@ -129,6 +129,12 @@ def may_state_a_cause(record: Record) -> bool:
     return not informational and not _BENIGN.search(text)
 
 
+def _announces_next(error: list[Record] | None) -> bool:
+    """A lone error line that ends with a colon (``BackendCompilerFailed: backend='inductor'
+    raised:``): a wrapper whose error is the next one."""
+    return error is not None and len(error) == 1 and error[0].text.rstrip().endswith(":")
+
+
 def exception_line(event: Event) -> Record | None:
     """The exception line of a traceback event (its last line with text), if it is one."""
     if not starts_traceback(event.first.text):
@@ -250,6 +256,8 @@ class IncidentTracker:
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
+        if _announces_next(self.first_errors.get(attempt)):
+            self.first_errors[attempt] = error  # the wrapper's own error came on the next line
         self.first_errors.setdefault(attempt, error)
         if starts_traceback(first.text) and self.first_errors[attempt] is not error:
             self.first_tracebacks.setdefault(attempt, error)

@@ -292,7 +292,8 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     """When no tier explains the first error, the area its own words point at (the category
     rules read on the message itself): a lead, with no fix."""
     knowledge = builtin_knowledge()
-    first = incident.candidates[0] if incident.candidates else None
+    # a line that ends with a colon announces the error on the next one (`... raised:`)
+    first = next((c for c in incident.candidates if not c.text.rstrip().endswith(":")), None)
     text = first.text[:MESSAGE_WORDS_CHARS] if first else ""
     if first is None or any(
         pattern is not None and pattern.search(text)
