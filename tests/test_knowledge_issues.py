@@ -324,6 +324,30 @@ def test_a_message_quoted_up_to_its_first_clause_matches_the_record_it_begins() 
     assert base.match(["CUDA_HOME environment"]) == []  # too short to say which
 
 
+def test_a_line_cut_after_a_value_matches_the_start_of_its_wording() -> None:
+    """A thread's excerpt that stops in the middle of Triton's message, after the first value:
+    the start of the wording matches as a whole, and only at a word's end."""
+    base = builtin_base()
+    cut = (
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, "
+        "Required: 106496, Hardware limit"
+    )
+    said = base.match([cut], engine="sglang")
+    assert [m.record.id for m in said] == ["triton-out-of-shared-memory-small-gpu"]
+    assert said[0].values == {}  # nothing is bound from a cut line
+    assert base.match([cut.replace("Hardware limit", "Hardware lim")], engine="sglang") == []
+    assert base.match([cut.replace("106496", "lots")], engine="sglang") == []  # not an int
+
+
+def test_a_cut_line_matches_no_record_of_another_engine() -> None:
+    """`Model architectures [...] are not supported for now.` begins both engines' records;
+    with the engine unknown, a line cut after its value picks neither."""
+    base = builtin_base()
+    cut = "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now."
+    engines = {m.record.engine for m in base.match([cut], engine=None)}
+    assert "vllm" not in engines and "sglang" not in engines
+
+
 def test_a_reinstall_with_a_minimum_release_is_refused_as_an_upgrade() -> None:
     from pydantic import ValidationError
 

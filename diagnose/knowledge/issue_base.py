@@ -80,11 +80,37 @@ class Wording:
             self._loose = (key, words)
         return self._loose
 
+    def cut_after_a_hole(self, message: str) -> bool:
+        """Whether ``message`` is this wording cut short after its first hole, at a word's end
+        (``..., Required: 106496, Hardware limit`` of ``..., Required: {required:int}, Hardware
+        limit: {limit:int}``): each shorter start of the wording is tried as a whole match."""
+        start = message.find(self.head) if self.head else -1
+        if start < 0 or not _CLASS_PREFIX.fullmatch(message[:start]):
+            return False  # the wording starts the message, after the exception's class only
+        message = message[start:]
+        first_hole = _HOLE.search(self.text)
+        if first_hole is None or len(message) <= len(self.head):
+            return False
+        ends = [m.end() for m in _WORD_END.finditer(self.text, first_hole.end())]
+        return any(_shorter(self.text[:end]).fullmatch(message) for end in reversed(ends))
+
     @property
     def pattern(self) -> regex.Pattern[str]:
         if self._pattern is None:
             self._pattern = compile_template(self.text)
         return self._pattern
+
+
+_WORD_END = regex.compile(r"\w(?=\W|$)")
+"""Where a word of a wording ends (a cut-short message stops at one)."""
+_CLASS_PREFIX = regex.compile(r"(?:[A-Za-z_][\w.]*: )*")
+"""What may come before a message: the exception classes it is printed after."""
+
+
+@cache
+def _shorter(start: str) -> regex.Pattern[str]:
+    """A wording's start as a whole-message pattern (a start that ends in a hole ends there)."""
+    return compile_template(start)
 
 
 def _fixed_runs(template: str) -> list[str]:
@@ -262,10 +288,11 @@ class IssueBase:
     def _cut_short(
         self, messages: Sequence[str], engine: str | None, engine_version: str | None
     ) -> dict[str, KnownIssueMatch]:
-        """Records whose wording begins with a whole message, up to a word's end before its
-        first hole: the message was quoted only up to its first clause (``CUDA_HOME environment
-        variable is not set`` of ``... is not set. Please set it to your CUDA install root.``),
-        or its rest is on lines the log shows apart. Nothing is bound."""
+        """Records whose wording begins with a whole message, up to a word's end: the message
+        was quoted only up to its first clause (``CUDA_HOME environment variable is not set``
+        of ``... is not set. Please set it to your CUDA install root.``), a line was cut after
+        a value (only a record of any engine, or of the log's), or its rest is on lines the log
+        shows apart. Nothing is bound."""
         found: dict[str, KnownIssueMatch] = {}
         for position, original in enumerate(messages):
             message = EXCEPTION_PREFIX.sub("", " ".join(original.split())).rstrip(" .:;,")
@@ -273,8 +300,11 @@ class IssueBase:
                 continue
             for entry in self.entries:
                 cut = any(
-                    w.head.startswith(message)
-                    and not w.head[len(message) : len(message) + 1].isalnum()
+                    (
+                        w.head.startswith(message)
+                        and not w.head[len(message) : len(message) + 1].isalnum()
+                    )
+                    or (entry.record.engine in ("any", engine) and w.cut_after_a_hole(message))
                     for w in entry.wordings
                 )
                 if entry.id in found or not cut:
