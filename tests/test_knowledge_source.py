@@ -420,6 +420,22 @@ def test_a_message_asking_to_raise_or_lower_a_flag_gives_a_placeholder_on_that_s
     assert whole.patch is None  # the template's rest counts only for a message cut short
 
 
+def test_a_value_above_an_option_raises_the_option_to_it() -> None:
+    """`LoRA rank {rank} is greater than max_lora_rank {max_lora_rank}`: the option goes up to
+    the value it is below."""
+    context = ReleaseContext("vllm", "0.6.6.post1", "0.6.6.post1")
+    template = "LoRA rank {rank} is greater than max_lora_rank {max_lora_rank}."
+    fix = derive_fix(
+        "LoRA rank 64 is greater than max_lora_rank 16.",
+        {"rank": "64", "max_lora_rank": "16"},
+        context,
+        template,
+    )
+    assert fix.patch is not None and fix.patch.args_add == ["--max-lora-rank", "64"]
+    unbound = derive_fix("LoRA rank x is greater than max_lora_rank 16.", {}, context, template)
+    assert unbound.patch is None  # no value to raise it to
+
+
 def test_a_message_refusing_an_option_value_asks_for_another_value_of_that_option() -> None:
     context = ReleaseContext("sglang", "0.5.9", "0.5.9")
     fix = derive_fix(

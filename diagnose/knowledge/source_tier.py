@@ -65,6 +65,12 @@ _ADJUST_DEST = re.compile(
     re.IGNORECASE,
 )
 """An option named by its Python name (``Try increasing `gpu_memory_utilization```)."""
+_EXCEEDS_OPTION = re.compile(
+    r"\{(?P<need>\w+)(?::\w+)?\}\)? (?:is |are )?(?:greater|larger|more|higher|bigger) than "
+    r"(?:the )?[`'\"]?(?P<dest>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)[`'\"]?:? \(?\{(?P=dest)(?::\w+)?\}"
+)
+"""A value beside the option it exceeds, both as holes (``{rank} is greater than max_lora_rank
+{max_lora_rank}``)."""
 _REFUSAL = re.compile(
     r"\b(?:not supported|only supported|unsupported|does not support|doesn't support|"
     r"not compatible|incompatible|use a different|use another)\b",
@@ -552,6 +558,8 @@ def derive_fix(
                 args_add += _flag_setting(setting, values, table, context, fix)
         if not args_add:
             args_add += _adjusted_option(said, values, table, fix)
+        if not args_add:
+            args_add += _option_below_need(template, values, table, fix)
         for removal in _REMOVE_FLAG.finditer(message):
             flag = removal.group("flag")
             if table.lookup(flag).outcome == "exact" and flag not in args_remove:
@@ -657,6 +665,32 @@ def _adjusted_option(
             if option is not None and option.flags[0].startswith("--"):
                 verb = asked.group("verb")
                 return _directed_setting(option.flags[0], verb, values.get(dest), option, fix)
+    return []
+
+
+def _option_below_need(
+    template: str, values: dict[str, str], table: mined.FlagTable, fix: DerivedFix
+) -> list[str]:
+    """A message that says a value exceeds an option's (``LoRA rank {rank} is greater than
+    max_lora_rank {max_lora_rank}``): the option raised to that value (to the smallest of
+    its fixed values that holds it, where it has them)."""
+    for stated in _EXCEEDS_OPTION.finditer(template):
+        dest, need = stated.group("dest"), values.get(stated.group("need"), "")
+        option = next((o for o in table.options if o.dest == dest and o.flags), None)
+        if option is None or not option.flags[0].startswith("--") or not need.isdigit():
+            continue
+        value = need
+        if option.choices:
+            fitting = sorted(
+                int(c) for c in option.choices if str(c).isdigit() and int(c) >= int(need)
+            )
+            if not fitting:
+                continue
+            value = str(fitting[0])
+        fix.sentences.append(
+            f"The fix it implies: `{option.flags[0]} {value}`, at least the {need} it needs."
+        )
+        return [option.flags[0], value]
     return []
 
 
