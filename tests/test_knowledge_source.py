@@ -422,7 +422,7 @@ def test_a_message_asking_to_raise_or_lower_a_flag_gives_a_placeholder_on_that_s
 
 def test_a_value_above_an_option_raises_the_option_to_it() -> None:
     """`LoRA rank {rank} is greater than max_lora_rank {max_lora_rank}`: the option goes up to
-    the value it is below."""
+    the value, or to the smallest of its fixed values that holds it."""
     context = ReleaseContext("vllm", "0.6.6.post1", "0.6.6.post1")
     template = "LoRA rank {rank} is greater than max_lora_rank {max_lora_rank}."
     fix = derive_fix(
@@ -434,6 +434,10 @@ def test_a_value_above_an_option_raises_the_option_to_it() -> None:
     assert fix.patch is not None and fix.patch.args_add == ["--max-lora-rank", "64"]
     unbound = derive_fix("LoRA rank x is greater than max_lora_rank 16.", {}, context, template)
     assert unbound.patch is None  # no value to raise it to
+    # where the option takes fixed values, the smallest that holds the need
+    newer = ReleaseContext("vllm", "0.34.0", "0.34.0")
+    odd = derive_fix("", {"rank": "48", "max_lora_rank": "16"}, newer, template)
+    assert odd.patch is not None and odd.patch.args_add == ["--max-lora-rank", "64"]
 
 
 def test_a_message_refusing_an_option_value_asks_for_another_value_of_that_option() -> None:
