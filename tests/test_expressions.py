@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.core.expr import Arithmetic, ExpressionError, choice_list, nearest_choice
+from diagnose.core.expr import (
+    Arithmetic,
+    ExpressionError,
+    choice_list,
+    nearest_choice,
+    version_change,
+)
 
 KV_CACHE_DTYPES = "'auto', 'fp8', 'fp8_e5m2', 'fp8_e4m3'"
 
@@ -45,3 +51,19 @@ def test_text_function_without_its_values_derives_nothing() -> None:
 def test_text_function_takes_two_captured_names_at_the_top(source: str) -> None:
     with pytest.raises(ExpressionError):
         Arithmetic(source)
+
+
+@pytest.mark.parametrize(
+    ("installed", "wanted", "change"),
+    [
+        ("0.6.13", "0.6.14", "upgrade"),
+        ("0.6.15", "0.6.14", "downgrade"),
+        ("0.5.10", "0.5.9", "downgrade"),  # by release numbers, not as text
+        ("2.5", "2.5.0", None),
+        ("0.6.14", "latest", None),
+    ],
+)
+def test_version_change_is_the_direction_a_package_moves(
+    installed: str, wanted: str, change: str | None
+) -> None:
+    assert version_change(installed, wanted) == change

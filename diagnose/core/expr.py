@@ -6,8 +6,8 @@ holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); op
 names, numbers or quoted strings. Derived values are
 arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``,
 ``nearest_divisor``)
-over names and numbers, or ``nearest_choice(value, choices)`` over two captured texts.
-Nothing is ever passed to ``eval``.
+over names and numbers, or a text function of two captured texts: ``nearest_choice(value,
+choices)`` or ``version_change(installed, wanted)``. Nothing is ever passed to ``eval``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from diagnose.core.versions import release
 
 Values = Mapping[str, Any]
 
@@ -90,8 +92,21 @@ def _nearest_printed_choice(value: Any, printed: Any) -> str | None:
     return nearest_choice(str(value), choice_list(str(printed)))
 
 
+def version_change(installed: Any, wanted: Any) -> str | None:
+    """The package action that takes ``installed`` to ``wanted``: ``upgrade`` or
+    ``downgrade`` by release numbers (``0.6.13`` to ``0.6.14`` is an upgrade); None when
+    they are the same release or one has no numbers."""
+    have, want = release(str(installed)), release(str(wanted))
+    if have is None or want is None:
+        return None
+    size = max(len(have), len(want))
+    have, want = have + (0,) * (size - len(have)), want + (0,) * (size - len(want))
+    return "upgrade" if have < want else "downgrade" if have > want else None
+
+
 _TEXT_FUNCTIONS: dict[str, Callable[[Any, Any], str | None]] = {
     "nearest_choice": _nearest_printed_choice,
+    "version_change": version_change,
 }
 
 
