@@ -440,6 +440,22 @@ def test_a_value_above_an_option_raises_the_option_to_it() -> None:
     assert odd.patch is not None and odd.patch.args_add == ["--max-lora-rank", "64"]
 
 
+def test_a_flag_given_as_an_example_in_the_rest_of_a_cut_message_is_the_fix() -> None:
+    """vLLM 0.5's bfloat16 check ends `... for example: --dtype=half.`; a log that shows
+    only its first sentences still gets that setting from the source's rest."""
+    context = ReleaseContext("vllm", "0.5.5", "0.5.5")
+    fix = derive_fix(
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+        {},
+        context,
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+        "{gpu_name} GPU has compute capability {major}.{minor}. You can use float16 instead "
+        "by explicitly setting the`dtype` flag in CLI, for example: --dtype=half.",
+        cut_short=True,
+    )
+    assert fix.patch is not None and fix.patch.args_add == ["--dtype", "half"]
+
+
 def test_a_message_refusing_an_option_value_asks_for_another_value_of_that_option() -> None:
     context = ReleaseContext("sglang", "0.5.9", "0.5.9")
     fix = derive_fix(

@@ -46,7 +46,8 @@ _NOT_A_VALUE = (
     r"(?!(?:when|if|and|or|to|for|in|with|the|a|an|instead|than|above|below|over|under)\b)"
 )
 _SET_FLAG = re.compile(
-    r"\b(?P<verb>set|use|add|pass|specify|enable|try|lower|reduce|decrease|increase|raise)\s+"
+    r"\b(?P<verb>set|use|add|pass|specify|enable|try|lower|reduce|decrease|increase|raise"
+    r"|for example:|e\.g\.,?)\s+"
     rf"(?:the\s+)?(?:flag\s+)?[`'\"]?(?P<flag>{_FLAG})(?:(?:\s*=\s*|\s+(?:to\s+)?"
     rf"(?:(?P<bound>above|below|over|under)\s+)?)[`'\"]?{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
     re.IGNORECASE,
