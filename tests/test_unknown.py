@@ -195,6 +195,15 @@ def test_a_wrapper_after_the_real_error_leaves_the_real_error_first() -> None:
         ("oserror: [errno 2] no such file or directory: '/models/x/config.json'", "model_access"),
         ("valueerror: could not find model locally at /models/flux/", "model_access"),
         ("runtimeerror: the extension was compiled against torch 2.3.0, not 2.5.1", "kernel_build"),
+        (
+            "runtimeerror: failed to import transformers.models.bloom.modeling_bloom because of "
+            "the following error (look up to see its traceback): /usr/lib/python3/dist-packages/te",
+            "kernel_build",
+        ),
+        (
+            "valueerror: input tensor must be the same size as output size times world size",
+            "nccl_runtime",
+        ),
     ],
 )
 def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str, category: str) -> None:
