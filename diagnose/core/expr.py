@@ -21,7 +21,7 @@ import string
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from diagnose.core.versions import release
+from diagnose.core.versions import compared
 
 Values = Mapping[str, Any]
 
@@ -96,12 +96,8 @@ def version_change(installed: Any, wanted: Any) -> str | None:
     """The package action that takes ``installed`` to ``wanted``: ``upgrade`` or
     ``downgrade`` by release numbers (``0.6.13`` to ``0.6.14`` is an upgrade); None when
     they are the same release or one has no numbers."""
-    have, want = release(str(installed)), release(str(wanted))
-    if have is None or want is None:
-        return None
-    size = max(len(have), len(want))
-    have, want = have + (0,) * (size - len(have)), want + (0,) * (size - len(want))
-    return "upgrade" if have < want else "downgrade" if have > want else None
+    order = compared(str(installed), str(wanted))
+    return None if order is None else {-1: "upgrade", 1: "downgrade"}.get(order)
 
 
 _TEXT_FUNCTIONS: dict[str, Callable[[Any, Any], str | None]] = {

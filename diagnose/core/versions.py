@@ -23,13 +23,21 @@ def _padded(numbers: tuple[int, ...], length: int) -> tuple[int, ...]:
     return numbers + (0,) * (length - len(numbers))
 
 
+def compared(version: str, other: str) -> int | None:
+    """-1, 0 or 1 as ``version`` is an earlier, the same or a later release than ``other``
+    (``0.5.9`` < ``0.5.10``, ``2.5`` == ``2.5.0``); None when either has no release numbers."""
+    have, want = release(version), release(other)
+    if have is None or want is None:
+        return None
+    size = max(len(have), len(want))
+    have, want = _padded(have, size), _padded(want, size)
+    return (have > want) - (have < want)
+
+
 def at_least(version: str, bound: str) -> bool:
     """``version`` is ``bound`` or later (``0.5.23`` >= ``0.5.10``)."""
-    have, want = release(version), release(bound)
-    if have is None or want is None:
-        return True  # unreadable: claim nothing
-    size = max(len(have), len(want))
-    return _padded(have, size) >= _padded(want, size)
+    order = compared(version, bound)
+    return order is None or order >= 0  # unreadable: claim nothing
 
 
 def at_most(version: str, bound: str) -> bool:
