@@ -129,10 +129,10 @@ def may_state_a_cause(record: Record) -> bool:
     return not informational and not _BENIGN.search(text)
 
 
-def _announces_next(error: list[Record] | None) -> bool:
-    """A lone error line that ends with a colon (``BackendCompilerFailed: backend='inductor'
-    raised:``): a wrapper whose error is the next one."""
-    return error is not None and len(error) == 1 and error[0].text.rstrip().endswith(":")
+def announces_next(text: str) -> bool:
+    """An error line that ends with a colon (``BackendCompilerFailed: backend='inductor'
+    raised:``): a wrapper whose error is the next line."""
+    return text.rstrip().endswith(":")
 
 
 def exception_line(event: Event) -> Record | None:
@@ -256,7 +256,8 @@ class IncidentTracker:
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
-        if _announces_next(self.first_errors.get(attempt)):
+        earlier = self.first_errors.get(attempt)
+        if earlier is not None and len(earlier) == 1 and announces_next(earlier[0].text):
             self.first_errors[attempt] = error  # the wrapper's own error came on the next line
         self.first_errors.setdefault(attempt, error)
         if starts_traceback(first.text) and self.first_errors[attempt] is not error:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.expr import nearest_choice
+from diagnose.core.incident import announces_next
 from diagnose.core.models import (
     Confidence,
     Finding,
@@ -299,8 +300,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     """When no tier explains the first error, the area its own words point at (the category
     rules read on the message itself): a lead, with no fix."""
     knowledge = builtin_knowledge()
-    # a line that ends with a colon announces the error on the next one (`... raised:`)
-    first = next((c for c in incident.candidates if not c.text.rstrip().endswith(":")), None)
+    first = next((c for c in incident.candidates if not announces_next(c.text)), None)
     text = first.text[:MESSAGE_WORDS_CHARS] if first else ""
     if first is None or any(
         pattern is not None and pattern.search(text)
