@@ -109,6 +109,10 @@ class FlagTable(_Data):
         the user to set a flag the release no longer has is stale."""
         return [self.lookup(flag) for flag in dict.fromkeys(_FLAG_IN_TEXT.findall(text))]
 
+    def setting(self, dest: str) -> FlagOption | None:
+        """The option with a flag that sets ``dest`` (``max_lora_rank``), if there is one."""
+        return next((o for o in self.options if o.dest == dest and o.flags), None)
+
     def with_choices(self, dest: str) -> FlagOption | None:
         """The option that sets ``dest`` from a fixed list of values, if there is one."""
         return next((o for o in self.options if o.dest == dest and o.choices), None)

@@ -411,9 +411,7 @@ def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
         table.with_choices(shown.group("dest")) for shown in _OPTION_VALUE.finditer(template)
     )
     asks_to_adjust = any(
-        o.dest == asked.group("dest") and o.flags
-        for asked in _ADJUST_DEST.finditer(fixed_text(template))
-        for o in table.options
+        table.setting(asked.group("dest")) for asked in _ADJUST_DEST.finditer(fixed_text(template))
     )
     return Judgement("launch_args" if shows_option or asks_to_adjust else None, "cause")
 
@@ -662,7 +660,7 @@ def _adjusted_option(
     for text in said:
         for asked in _ADJUST_DEST.finditer(text):
             dest = asked.group("dest")
-            option = next((o for o in table.options if o.dest == dest and o.flags), None)
+            option = table.setting(dest)
             if option is not None and option.flags[0].startswith("--"):
                 verb = asked.group("verb")
                 return _directed_setting(option.flags[0], verb, values.get(dest), option, fix)
@@ -677,7 +675,7 @@ def _option_below_need(
     its fixed values that holds it, where it has them)."""
     for stated in _EXCEEDS_OPTION.finditer(template):
         dest, need = stated.group("dest"), values.get(stated.group("need"), "")
-        option = next((o for o in table.options if o.dest == dest and o.flags), None)
+        option = table.setting(dest)
         if option is None or not option.flags[0].startswith("--") or not need.isdigit():
             continue
         value = need
