@@ -212,13 +212,12 @@ def _engine_on(lines: list[str]) -> tuple[Engine, LogInput]:
 
 
 def test_a_log_cut_at_init_holds_no_time_for_its_silence_and_says_so() -> None:
-    """Ending at `Init torch distributed begin.`, the log holds no later time: the hang is a
-    low-confidence reading that says how long it waited is unknown, never a measured one."""
+    """Ending at `Init torch distributed begin.`, the log holds no later time: no hang is
+    claimed, and the note names the step and what would tell a hang from a cut paste."""
     engine, log = _engine_on(_stall_prefix())
-    cause = primary(engine.finish(inputs=[log.summary()]))
-    assert cause is not None and cause.signature == "sglang-dist-init-stall"
-    assert cause.confidence is Confidence.LOW
-    assert "How long it waited is not in the log" in cause.explanation
+    diagnosis = engine.finish(inputs=[log.summary()])
+    assert diagnosis.primary is None
+    assert any("Init torch distributed begin." in n and "journal" in n for n in diagnosis.notes)
 
 
 def test_clock_hook_fires_only_past_the_threshold() -> None:

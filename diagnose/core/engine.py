@@ -46,6 +46,7 @@ from diagnose.core.ranking import (
     derive,
     fill_texts,
     is_catch_all,
+    is_failure,
     no_signature_decided,
     primary_of,
     rank,
@@ -153,9 +154,6 @@ class _State:
     steps: list[list[Hit]] = field(default_factory=list)
     window: _AbsenceWindow | None = None
     fired: list[list[Hit]] = field(default_factory=list)
-    ended_in_window: bool = False
-    """The input ends inside a quiet span it holds no later time for (a log pasted up to
-    where the start stopped): fired, though how long it was quiet is unknown."""
     quiet_s: float = 0.0
     context: dict[str, str] = field(default_factory=dict)
     support: list[Hit] = field(default_factory=list)
@@ -516,6 +514,7 @@ class Engine:
         inputs = inputs or []
         ends = [i.last_ts for i in inputs if i.last_ts] + ([self._last_ts] if self._last_ts else [])
         end = observed_until or (max(ends) if ends else None)
+        cut_short: tuple[_State, Hit] | None = None
         for state in self._states:
             window = state.window
             if window is not None:
@@ -523,8 +522,9 @@ class Engine:
                 untimed = window.start is None or end is None or end <= window.start
                 silent = self.incident.last_error_seq < window.hits[-1].seq  # no error after
                 if untimed and silent and not state.fired and not self._live:
-                    state.fired.append(window.hits)
-                    state.ended_in_window = True
+                    last = window.hits[-1]
+                    if cut_short is None or last.seq > cut_short[1].seq:
+                        cut_short = (state, last)
         unit = max(self.unit_counts, key=self.unit_counts.__getitem__) if self.unit_counts else None
         engine = self._engine()
         drafts = []
@@ -536,12 +536,13 @@ class Engine:
                 self.values.setdefault(state.signature.id, drafts[-1].values)
         failure = None
         catch_all = catch_all_failures(drafts)
-        undecided = no_signature_decided(drafts)
         last_attempt, ready, ended = (
             len(self._attempt_starts),
             self._phase_reached() == "ready",
             not self._live,
         )
+        drafts = self._without_healthy_noise(drafts, last_attempt, ready, ended)
+        undecided = no_signature_decided(drafts)
         if undecided:  # does the input show a failure nobody explains?
             failure = self.incident.failure(last_attempt, ready, ended)
         templates = [
@@ -593,7 +594,29 @@ class Engine:
             phase_reached=self._phase_reached(),
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
             timeline=timeline,
+            notes=_ended_before_ready(*cut_short) if cut_short and primary is None else [],
         )
+
+    def _without_healthy_noise(
+        self, drafts: list[Draft], last_attempt: int, ready: bool, ended: bool
+    ) -> list[Draft]:
+        """Lines that healthy starts print too (``healthy_too``) count only in a start that
+        failed, and only when no other specific failure (other than one they cause) fired."""
+        noise = {d.signature.id for d in drafts if d.signature.healthy_too}
+        if not noise:
+            return drafts
+        others = [
+            d
+            for d in drafts
+            if d.signature.id not in noise
+            and is_failure(d.signature)
+            and not d.signature.generic
+            and not noise & set(d.signature.consequence_of)
+        ]
+        failed = self.incident.failure(last_attempt, ready, ended) is not None
+        if failed and not others:
+            return drafts
+        return [d for d in drafts if d.signature.id not in noise]
 
     def _peer_failed_first(
         self,
@@ -697,7 +720,14 @@ class Engine:
         which answer only for messages they know as causes."""
         if self._record_count > EXCERPT_LINES:
             return None
-        return self._explain_records(self._excerpt, unit, engine)
+        healthy_lines = {
+            hit.seq
+            for state in self._states
+            if state.signature is not None and state.signature.healthy_too
+            for hit in state.hits
+        }
+        records = [r for r in self._excerpt if r.seq not in healthy_lines]
+        return self._explain_records(records, unit, engine)
 
     def _explain_records(
         self, records: Sequence[Record], unit: str | None, engine: str | None
@@ -887,9 +917,7 @@ class Engine:
             attempts=attempts,
             ranks=len({h.record.rank for h in hits if h.record.rank}) or 1,
         )
-        if state.ended_in_window:
-            values["ended_in_window"] = True
-        elif isinstance(signature.match, AbsenceMatch):
+        if isinstance(signature.match, AbsenceMatch):
             values["quiet_minutes"] = round(state.quiet_s / 60, 1)
             values["quiet_for"] = _spoken_duration(state.quiet_s)
             values["threshold"] = _spoken_duration(self._within(state))
@@ -907,7 +935,7 @@ class Engine:
         if state.support and confidence is not Confidence.HIGH:
             confidence = Confidence.HIGH if confidence is Confidence.MEDIUM else Confidence.MEDIUM
         versions = version_check(signature, values)
-        if versions.outside or state.ended_in_window:
+        if versions.outside:
             confidence = Confidence.LOW
         return Draft(
             signature=signature,
@@ -1080,6 +1108,26 @@ _SILENT_DEATHS = (
 )
 """Why a process of the server dies without an error of its own, most likely first, each with
 its check: plain text, made a model only for a finding that needs it (not at every import)."""
+
+
+def _ended_before_ready(state: _State, last: Hit) -> list[str]:
+    """A log that stops in a normal start step, with no error and no later time, shows no
+    hang: it was cut there, or it hung, and only a clock can tell. Said as a note with what a
+    hang at that step would be and how to check, never as a failure."""
+    where = f"line {last.record.line}: " if last.record.line is not None else ""
+    note = (
+        "The log ends before the server said it was ready, in a normal start step "
+        f"({where}`{last.record.text.strip()[:160]}`), with no error and no later time: "
+        "nothing in it shows a failure or a hang. If the start stayed there, the likely cause "
+        f"is: {state.signature.title[:1].lower()}{state.signature.title[1:]}"
+    )
+    checks = [h.check for h in state.signature.hypotheses[:2]]
+    if checks:
+        note += f" (checks: {' '.join(checks)})"
+    return [
+        note + ". `diagnose journal -u UNIT` times the silence with the journal's clock; a "
+        "log that goes on, or `nvidia-smi` while it waits (memory and utilisation), does too."
+    ]
 
 
 def _enriched(catch_all: Finding, unknown: Finding) -> Finding:

@@ -352,6 +352,11 @@ class Signature(_Schema):
         description="Signatures whose failure causes this one: when one of them fired too, "
         "this finding is reported as caused by it, never as the primary.",
     )
+    healthy_too: bool = Field(
+        default=False,
+        description="Healthy starts print it too (an optional module skipped, a probe that "
+        "falls back): a failure only when the start failed and no other specific failure fired.",
+    )
     waits_for_peers: bool = Field(
         default=False,
         description="It only says a rank waited for others (a store or rendezvous timeout, a "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
+from diagnose.engines.base import SERVING
 
 PHASE_WORDS = {
     "launch": "argument parsing and launch",
@@ -81,6 +82,19 @@ def summary(diagnosis: Diagnosis) -> str:
             f"got as far as {PHASE_WORDS.get(diagnosis.phase_reached, diagnosis.phase_reached)}"
         )
     return ", ".join(parts)
+
+
+def no_failure_sentence(diagnosis: Diagnosis) -> str:
+    """What a report with no failure says: a log that ends in a start step is not called
+    healthy, only free of errors."""
+    phase = diagnosis.phase_reached
+    if phase is None or phase in ("ready", SERVING):
+        return "No failure found: nothing in the input matches a known failure."
+    return (
+        "No failure found, but the log ends before the server said it was ready (last step: "
+        f"{PHASE_WORDS.get(phase, phase)}). If the start stopped there, `diagnose journal -u "
+        "UNIT` times the silence with the journal's clock."
+    )
 
 
 def patch_lines(patch: Patch) -> list[str]:

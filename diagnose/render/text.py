@@ -23,6 +23,7 @@ from diagnose.render.common import (
     apply_commands,
     evidence_groups,
     host_rows,
+    no_failure_sentence,
     patch_lines,
     places,
     seen,
@@ -183,9 +184,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         console.print(_host_table(diagnosis))
     primary = diagnosis.finding(diagnosis.primary)
     if primary is None:
-        console.print(
-            Text("No failure found: nothing in the input matches a known failure.", style="green")
-        )
+        console.print(Text(no_failure_sentence(diagnosis), style="green"))
     else:
         console.print(Rule(style="red"))
         _print(console, _finding(primary, diagnosis, full=True))
