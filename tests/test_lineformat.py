@@ -420,3 +420,17 @@ def test_a_pasted_lines_quote_and_ci_stamp_are_not_its_text() -> None:
     both = parser.parse(3, "[2025-11-06T02:10:01.000Z] [2025-11-06 02:10:00 TP0] Load weight end.")
     assert both is not None and both.rank == "TP0" and both.text == "Load weight end."
     assert both.ts is not None and both.ts.second == 0  # the line's own clock comes first
+
+
+def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
+    """xinference's actor framework writes `[address=..., pid=N]` between an exception's class
+    and its words; the message signatures read is the exception's own."""
+    raw = (
+        "ImportError: [address=0.0.0.0:40067, pid=32176] cannot import name 'build_regex_from_"
+        "schema' from 'outlines.fsm.json_schema'"
+    )
+    record = parse(raw)
+    assert record.raw == raw
+    assert record.text == (
+        "ImportError: cannot import name 'build_regex_from_schema' from 'outlines.fsm.json_schema'"
+    )

@@ -50,6 +50,9 @@ _VLLM = re.compile(
     r"(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
+_ACTOR_TAG = re.compile(r"\[address=[^\]\s,]+, pid=\d+\] ")
+"""The actor framework under xinference (xoscar) writes ``[address=HOST:PORT, pid=N] `` into
+an exception's message, between its class and its words: left out of the message."""
 _VLLM_PROC_ONLY = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
 )
@@ -169,6 +172,8 @@ class LineParser:
     def _apply_app_prefix(self, record: Record) -> None:
         if record.origin != "app":
             return
+        if "[address=" in record.text:
+            record.text = _ACTOR_TAG.sub("", record.text)
         text = record.text
         sglang = _SGLANG.match(text)
         if sglang:
