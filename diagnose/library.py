@@ -37,6 +37,7 @@ EXCLUDE_THREADS_VARIABLE = "DIAGNOSE_EXCLUDE_THREADS"
 """Comma-separated thread URLs whose known-issue records are left out (leave-one-thread-out
 scoring in the accuracy benchmark)."""
 FACTS_FILE = "_facts.yaml"
+FLAGS_FILE = "_flags.yaml"
 RELATIONS_FILE = "_relations.yaml"
 ARCHITECTURES_FILE = "_architectures.yaml"
 
@@ -367,7 +368,12 @@ def engine_for(
         facts=load_facts(),
         hang_after=hang_after,
         explainers=(
-            [ReleaseFactsTier(), KnownIssueTier(threads), EngineSourceTier(), MessageWordsTier()]
+            [
+                ReleaseFactsTier(),
+                KnownIssueTier(threads),
+                EngineSourceTier(builtin_dir() / FLAGS_FILE),
+                MessageWordsTier(),
+            ]
             if knowledge
             else []
         ),

@@ -234,6 +234,50 @@ def test_an_unrecognized_flag_whose_value_confirms_the_nearest_spelling_is_repla
     assert _cause(unconfirmed, ("sglang", "0.5.23")).patch is None
 
 
+def test_the_other_engines_spellings_are_rewritten_to_this_releases_every_one() -> None:
+    """SGLang's flags given to vLLM are neither newer nor older vLLM flags: each is rewritten
+    to the spelling of the release in the log, with its value; the record for "a flag from a
+    newer release", which fits any unrecognized flag, gives way."""
+    for log in (
+        "vllm: error: unrecognized arguments: --mem-fraction-static 0.85 --context-length 65536\n",
+        "INFO 05-02 10:11:12 api_server.py:528] vLLM API server version 0.6.3.post1\n"
+        "api_server.py: error: unrecognized arguments: --mem-fraction-static 0.85 "
+        "--context-length 65536\n",
+    ):
+        cause = _cause(log)
+        assert cause.tier == "engine_source" and "SGLang's flag" in cause.explanation
+        assert cause.patch is not None and cause.package is None
+        assert cause.patch.args_remove == ["--mem-fraction-static", "--context-length"]
+        assert cause.patch.args_add == [
+            "--gpu-memory-utilization", "0.85", "--max-model-len", "65536"
+        ]  # fmt: skip
+
+
+def test_a_known_issue_whose_open_hole_holds_most_of_the_line_is_of_low_confidence() -> None:
+    from diagnose.knowledge.tiers import known_issue_findings
+
+    wide = _view(
+        "vllm: error: unrecognized arguments: --mem-fraction-static 0.85 --context-length 65536",
+        engine="vllm",
+    )
+    [finding] = known_issue_findings(wide)
+    assert finding.signature == "vllm-flag-newer-than-installed"
+    assert finding.confidence is Confidence.LOW
+    narrow = _view("vllm: error: unrecognized arguments: --x", engine="vllm")
+    assert known_issue_findings(narrow)[0].confidence is Confidence.MEDIUM
+
+
+def test_a_path_hole_never_takes_a_flag() -> None:
+    from diagnose.knowledge.tiers import known_issue_findings
+
+    flags = _view("api_server.py: error: unrecognized arguments: --foo 1", engine="vllm")
+    assert all(
+        f.signature != "vllm-api-server-positional-model" for f in known_issue_findings(flags)
+    )
+    path = _view("api_server.py: error: unrecognized arguments: /models/Qwen3-8B", engine="vllm")
+    assert known_issue_findings(path)[0].signature == "vllm-api-server-positional-model"
+
+
 def test_a_generic_template_matches_only_a_whole_message() -> None:
     rows = [
         {

@@ -746,11 +746,15 @@ class Engine:
             for record in records
         )
         view = IncidentView(candidates, engine, self._engine_version(engine), unit)
+        # the first tier's answer; one of low confidence (a known issue for any unrecognized
+        # flag) gives way to a later tier's surer one (the release's reading of each flag)
+        weak: Finding | None = None
         for explainer in self.explainers:
             found = explainer(view)
-            if found:
+            if found and found[0].confidence is not Confidence.LOW:
                 return found[0]
-        return None
+            weak = weak or (found[0] if found else None)
+        return weak
 
     def _signature_of(self, finding: Finding) -> Signature | None:
         return next(

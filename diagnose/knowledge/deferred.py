@@ -58,16 +58,20 @@ class KnownIssueTier:
         return known_issue_findings(incident, self.exclude_threads)
 
 
+@dataclass(frozen=True)
 class EngineSourceTier:
     """The engine-source tier, imported when first asked. No needles: the messages it reads
-    are the error lines the incident tracker keeps anyway."""
+    are the error lines the incident tracker keeps anyway. ``other_spellings`` is the file
+    that maps each engine's flags to the other engine's (``_flags.yaml``), read only when an
+    argparse error needs it."""
 
+    other_spellings: Path | None = None
     needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import engine_source_findings
 
-        return engine_source_findings(incident)
+        return engine_source_findings(incident, self.other_spellings)
 
 
 class ReleaseFactsTier:

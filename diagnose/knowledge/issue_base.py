@@ -33,7 +33,7 @@ _HOLE_PATTERNS = {
     "int": r"-?\d+",
     "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?",
     "word": r"\S+",
-    "path": r"\S+",
+    "path": r"(?!-)\S+",  # a word that starts with a dash is a flag, never a path
     "hex": r"(?:0[xX])?[0-9a-fA-F]+",
     "any": r".*?",
 }
@@ -58,10 +58,16 @@ class Wording:
     message before the regex runs), how much fixed text it has, and its regex, compiled on the
     first message that holds the anchor."""
 
-    __slots__ = ("_loose", "_pattern", "anchor", "fixed_chars", "head", "text")
+    __slots__ = ("_loose", "_pattern", "anchor", "fixed_chars", "head", "open_holes", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.open_holes = frozenset(
+            hole.group("name")
+            for hole in _HOLE.finditer(text)
+            if hole.group("name") and (hole.group("type") or "any") == "any"
+        )
+        """Holes that take any text (a whole argument list), not a number, path or word."""
         runs = _fixed_runs(text)
         self.anchor = max((_SPACES.sub(" ", run) for run in runs), key=len, default="")
         self.head = _SPACES.sub(" ", runs[0]).strip()
@@ -201,6 +207,9 @@ class KnownIssueMatch:
     position: int = 0
     own_engine: bool = False
     """The record is about the engine the incident shows (not any engine's)."""
+    open_ended: bool = False
+    """One hole of any text holds most of the message: the record names a class of message
+    (any unrecognized flag), and what the log says in that hole may name more."""
 
     @classmethod
     def of(
@@ -212,8 +221,13 @@ class KnownIssueMatch:
         position: int,
         engine: str | None,
         engine_version: str | None,
+        open_holes: frozenset[str] = frozenset(),
     ) -> KnownIssueMatch:
         """The match of ``record`` on ``message``, judged against the incident's engine."""
+        widest = max(  # words, not one value (a URL, an id) that happens to be long
+            (len(values[name]) for name in open_holes if len(values.get(name, "").split()) > 1),
+            default=0,
+        )
         return cls(
             record=record,
             message=message,
@@ -222,6 +236,7 @@ class KnownIssueMatch:
             specificity=specificity,
             position=position,
             own_engine=engine is not None and record.engine == engine,
+            open_ended=2 * widest > len(message.strip()),
         )
 
     @property
@@ -277,6 +292,7 @@ class IssueBase:
                         position,
                         engine,
                         engine_version,
+                        wording.open_holes,
                     )
                     break
         if not found:

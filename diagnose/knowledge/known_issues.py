@@ -162,8 +162,9 @@ class KnownIssue(_Schema):
     component: Literal[COMPONENTS]  # type: ignore[valid-type]
     category: str
     covered_by: str | None = None
-    """A hand signature, or an engine's release tables (``sglang-release-tables``), that
-    already explains this failure (it wins; the record adds its threads and versions)."""
+    """A hand signature, an engine's release tables (``sglang-release-tables``) or its flag
+    table's reading of an argparse error (``argparse-vllm-flags``), that already explains this
+    failure (it wins; the record adds its threads and versions)."""
     versions: Versions | None = None
     message: Message
     conditions: tuple[Condition, ...] = ()

@@ -255,14 +255,16 @@ class ReleaseContext:
         return self.shown is None or self.version in versions
 
 
-def engine_source_findings(incident: IncidentView) -> list[Finding]:
+def engine_source_findings(
+    incident: IncidentView, other_spellings: Path | None = None
+) -> list[Finding]:
     """The decisive message's finding: the earliest candidate an argparse error or an error
     template of the engine (or a library under it) explains, wrappers and consequences left
-    out."""
+    out. ``other_spellings`` maps each engine's flags to the other engine's (``_flags.yaml``)."""
     engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
     knowledge = builtin_knowledge()
     for candidate in incident.candidates:
-        found = _argparse_for(candidate, engines, incident.engine_version)
+        found = _argparse_for(candidate, engines, incident.engine_version, other_spellings)
         if found is not None:
             return [found]
         best = _best_hit(candidate, engines, incident.engine_version, knowledge)
@@ -342,7 +344,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
 
 
 def _argparse_for(
-    candidate: Candidate, engines: Sequence[str], shown: str | None
+    candidate: Candidate, engines: Sequence[str], shown: str | None, other_spellings: Path | None
 ) -> Finding | None:
     """argparse's error read against the engine's flags. When the log does not say which
     engine it is, the program name in the error does (``launch_server.py``, ``vllm``); else
@@ -353,12 +355,35 @@ def _argparse_for(
         engines = named or engines
     found = [
         f
-        for f in (_argparse_finding(candidate, _context(e, shown)) for e in engines)
+        for f in (
+            _argparse_finding(candidate, _context(e, shown), _foreign(other_spellings, e))
+            for e in engines
+        )
         if f is not None
     ]
     if len(engines) > 1:
         found = [f for f in found if f.patch is not None]
     return found[0] if len(found) == 1 else None
+
+
+@cache
+def _foreign_maps(path: Path) -> dict[str, dict[str, str]]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        engine: {str(k): str(v or "") for k, v in (entry or {}).get("foreign", {}).items()}
+        for engine, entry in data.items()
+        if isinstance(entry, dict)
+    }
+
+
+def _foreign(path: Path | None, engine: str) -> dict[str, str]:
+    """The other engine's flags and this engine's spelling of each ('' where it has none)."""
+    return _foreign_maps(path).get(engine, {}) if path is not None else {}
 
 
 def _context(engine: str, shown: str | None) -> ReleaseContext:
@@ -880,7 +905,9 @@ def _env_setting(
 # -- argparse ------------------------------------------------------------------------------
 
 
-def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding | None:
+def _argparse_finding(
+    candidate: Candidate, context: ReleaseContext, foreign: dict[str, str]
+) -> Finding | None:
     """argparse's own errors read against the release's flag table: a removed or renamed flag
     with its successor, an ambiguous prefix with its candidates, a near miss's "did you mean".
     (A bad choice needs nothing more: argparse prints the valid ones, and the signature for it
@@ -892,7 +919,7 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
     unrecognized = _ARGPARSE_UNRECOGNIZED.search(text)
     ambiguous = _ARGPARSE_AMBIGUOUS.search(text)
     if unrecognized:
-        fix = _unrecognized_fix(unrecognized.group("args").split(), table, context)
+        fix = _unrecognized_fix(unrecognized.group("args").split(), table, context, foreign)
     elif ambiguous:
         fix = _ambiguous_fix(ambiguous.group("flag"), table, context)
     else:
@@ -918,7 +945,7 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
         )
     return Finding(
         id="f0",
-        signature=f"argparse-{context.engine}-flags",
+        signature=f"argparse-{context.engine}-flags",  # one of ARGPARSE_READINGS
         category="launch_args",
         severity=Severity.CRITICAL,
         role=Role.ROOT_CAUSE,
@@ -941,11 +968,14 @@ def _argparse_finding(candidate: Candidate, context: ReleaseContext) -> Finding 
     )
 
 
+ARGPARSE_READINGS = frozenset(f"argparse-{engine}-flags" for engine in mined.ENGINES)
+"""The signature names of this tier's readings of argparse errors."""
 _Fix = tuple[str, list[str], Patch | None, PackageAction | None]
+_OTHER_ENGINE = {"vllm": "SGLang", "sglang": "vLLM"}
 
 
 def _unrecognized_fix(
-    tokens: list[str], table: mined.FlagTable, context: ReleaseContext
+    tokens: list[str], table: mined.FlagTable, context: ReleaseContext, foreign: dict[str, str]
 ) -> _Fix | None:
     release_name = f"{context.name} {context.version}"
     sentences: list[str] = []
@@ -967,7 +997,26 @@ def _unrecognized_fix(
             continue
         named.append(flag)
         dashed = "--" + flag[2:].replace("_", "-")
-        if added_in is not None:
+        other = _OTHER_ENGINE.get(context.engine, "the other engine")
+        if dashed in foreign and not known_here:
+            spelled = foreign[dashed]
+            if spelled and table.lookup(spelled).outcome == "exact":
+                sentences.append(
+                    f"`{flag}` is {other}'s flag; {release_name} spells the same setting "
+                    f"`{spelled}`."
+                )
+                remove.append(flag)
+                if spelled not in add:
+                    add += [spelled, value] if value else [spelled]
+                hints.setdefault(flag, f"{other}'s spelling of `{spelled}`")
+            else:
+                sentences.append(
+                    f"`{flag}` is {other}'s flag; {context.name} has no flag for it (or sets it "
+                    "another way): drop it."
+                )
+                remove.append(flag)
+                hints.setdefault(flag, f"a flag of {other}")
+        elif added_in is not None:
             sentences.append(
                 f"`{flag}` came with {context.name} {added_in} (the first mined release with it): "
                 "the installed release is older. Upgrade, or drop the flag."

@@ -89,7 +89,11 @@ def _finding(
         role=Role.ROOT_CAUSE,
         title=record.title,
         explanation=" ".join(explanation),
-        confidence=Confidence.MEDIUM if match.version_fit != "fixed" else Confidence.LOW,
+        confidence=(
+            Confidence.LOW
+            if match.version_fit == "fixed" or match.open_ended
+            else Confidence.MEDIUM
+        ),
         evidence=[candidate.evidence],
         patch=patch,
         patch_note=" ".join(notes) or None,
