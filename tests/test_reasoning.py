@@ -410,3 +410,30 @@ def test_a_skipped_model_module_is_the_cause_when_its_architecture_is_then_refus
     )
     cause = primary(run_text(_SKIPPED_MODULE + refused))
     assert cause is not None and cause.signature == "sglang-model-import-missing-module"
+
+
+_EMPTY_FAILED_PROCS = (
+    "(APIServer pid=4200) RuntimeError: Engine core initialization failed. See root cause "
+    "above. Failed core proc(s): {}\n"
+)
+
+
+def test_the_empty_failed_procs_wrapper_is_left_out_behind_the_error_it_wraps() -> None:
+    """vLLM's closing line points at the error before it: with one, the report names that
+    error and no start-up-wait symptom (whose patch would raise timeouts for nothing)."""
+    error = (
+        "(EngineCore_DP0 pid=4310) ERROR 03-02 10:05:12 [core.py:708] EngineCore failed to start.\n"
+        "(EngineCore_DP0 pid=4310) ERROR 03-02 10:05:12 [core.py:708] Traceback (most recent call "
+        "last):\n"
+        "(EngineCore_DP0 pid=4310) ERROR 03-02 10:05:12 [core.py:708] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+        "which 1.10 GiB is free.\n"
+    )
+    diagnosis = run_text(error + _EMPTY_FAILED_PROCS)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.category == "gpu_oom"
+    signatures = {f.signature for f in diagnosis.findings}
+    assert "vllm-engine-core-failed-wrapper" not in signatures
+    assert "engine-ready-timeout" not in signatures
+    alone = primary(run_text(_EMPTY_FAILED_PROCS))
+    assert alone is not None and alone.signature == "vllm-engine-core-failed-wrapper"

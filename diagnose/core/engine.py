@@ -580,6 +580,10 @@ class Engine:
             # the catch-all names the exception; the templates tell what else went wrong
             findings[0] = findings[0].model_copy(update={"templates": templates})
         findings = self._peer_failed_first(findings, drafts, templates, unit, engine)
+        wrappers = {d.signature.id for d in drafts if d.signature.wrapper}
+        if wrappers:  # a wrapper of an error that is reported says nothing more
+            lead = primary_of(findings)
+            findings = [f for f in findings if f.id == lead or f.signature not in wrappers]
         if self.pins is not None:
             version = self._engine_version(engine)
             findings = [self.pins(finding, engine, version) for finding in findings]

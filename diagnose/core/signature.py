@@ -352,6 +352,11 @@ class Signature(_Schema):
         description="Signatures whose failure causes this one: when one of them fired too, "
         "this finding is reported as caused by it, never as the primary.",
     )
+    wrapper: bool = Field(
+        default=False,
+        description="It only wraps the error before it (vLLM's empty `Failed core proc(s)`): "
+        "left out of the report unless it is the primary finding.",
+    )
     healthy_too: bool = Field(
         default=False,
         description="Healthy starts print it too (an optional module skipped, a probe that "
