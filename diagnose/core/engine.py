@@ -112,6 +112,8 @@ _STOP_COMMAND = re.compile(
 )
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _DEATH_NOTICE = re.compile("|".join(death_notices()))
+_RAISED = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:Error|Exception)): ")
+"""A line that is an exception as Python prints it (``ImportError: ...``)."""
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _CAUSE_ELSEWHERE = re.compile("|".join(cause_elsewhere_lines()))
 """Lines that say a failure happened without saying which (wrappers and death notices)."""
@@ -415,7 +417,8 @@ class Engine:
                 # process died, a stop request (a kill after any of them is explained)
                 "error_before": bool(self.incident.first_errors.get(attempt))
                 or attempt in self._deaths
-                or (record is not event.first and starts_traceback(event.first.text)),
+                or (record is not event.first and starts_traceback(event.first.text))
+                or _RAISED.match(record.text) is not None,  # the exception's own words
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
                 "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
