@@ -278,6 +278,16 @@ def test_a_path_hole_never_takes_a_flag() -> None:
     assert known_issue_findings(path)[0].signature == "vllm-api-server-positional-model"
 
 
+def test_a_template_whose_holes_hold_most_of_a_line_is_no_reading_of_it() -> None:
+    """SGLang's `{kv_cache_dtype} is not supported for {model_arch}` has four fixed words; a
+    vLLM warning that happens to hold them is not that error."""
+    line = (
+        "WARNING 10-09 08:58:51 [chat_utils.py:376] 'add_generation_prompt' is not supported for "
+        "mistral tokenizer, so it will be ignored."
+    )
+    assert engine_source_findings(_view(line, engine=None)) == []
+
+
 def test_a_generic_template_matches_only_a_whole_message() -> None:
     rows = [
         {

@@ -434,3 +434,19 @@ def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
     assert record.text == (
         "ImportError: cannot import name 'build_regex_from_schema' from 'outlines.fsm.json_schema'"
     )
+
+
+def test_a_log_viewers_level_tag_and_literal_newline_are_not_the_message() -> None:
+    """RunPod's viewer glues `[info]` to each line and shows the newline as `\\n`: the engine's
+    own prefix under it is still read; an error tag with no prefix under it stays, as the
+    only word of the line's level."""
+    record = parse(
+        "[warning]WARNING 10-09 08:58:51 [chat_utils.py:376] 'add_generation_prompt' is not "
+        "supported for mistral tokenizer, so it will be ignored.\\n"
+    )
+    assert record.engine == "vllm"
+    assert record.text.endswith("so it will be ignored.")
+    assert parse("[error]Please install vllm[audio] for audio support").text == (
+        "[error]Please install vllm[audio] for audio support"
+    )
+    assert parse("[info]Jobs in queue: 1").text == "Jobs in queue: 1"

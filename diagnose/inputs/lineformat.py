@@ -50,6 +50,9 @@ _VLLM = re.compile(
     r"(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"\[?(?P<file>[^\]\s:]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
+_VIEWER_LEVEL = re.compile(r"\[(?P<level>info|warn|warning|debug|error|critical)\](?=\S)", re.I)
+"""A log viewer's level tag glued to the line (RunPod's ``[info]``, ``[error]``); such viewers
+also show a message's newline as a literal ``\\n`` at its end."""
 _ACTOR_TAG = re.compile(r"\[address=[^\]\s,]+, pid=\d+\] ")
 """The actor framework under xinference (xoscar) writes ``[address=HOST:PORT, pid=N] `` into
 an exception's message, between its class and its words: left out of the message."""
@@ -174,6 +177,9 @@ class LineParser:
             return
         if "[address=" in record.text:
             record.text = _ACTOR_TAG.sub("", record.text)
+        viewer = _VIEWER_LEVEL.match(record.text)
+        if viewer is not None:  # the line under the tag is what the server wrote
+            record.text = record.text[viewer.end() :].removesuffix("\\n")
         text = record.text
         sglang = _SGLANG.match(text)
         if sglang:
@@ -205,6 +211,9 @@ class LineParser:
             record.text = proc_only.group("msg")
             record.rank = proc_only.group("proc")
             record.stream += "|" + proc_only.group("procs").strip()
+            return
+        if viewer is not None and viewer.group("level").lower() in ("error", "critical"):
+            record.text = f"[{viewer.group('level')}]{text}"  # its level, where no prefix says it
 
     def _month_day(self, month: int, day: int, clock: str) -> datetime | None:
         if self._last_month == 12 and month == 1:

@@ -404,6 +404,8 @@ def _best_hit(
             _context(source, shown) if source in mined.ENGINES else _context(engines[0], shown)
         )
         for hit in match_message(index, candidate.text):
+            if _mostly_holes(hit):
+                continue
             judgement = knowledge.judge(hit)
             if judgement.role == "cause" and judgement.category is None:
                 judgement = _option_judgement(hit.template.text, context)
@@ -422,6 +424,14 @@ def _best_hit(
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
     return hit, judgement, context
+
+
+def _mostly_holes(hit: TemplateHit) -> bool:
+    """The template's holes hold most of the message, one of them several words: its few
+    fixed words ("{a} is not supported for {b}") met by chance in a longer line."""
+    held = [value for value in hit.values.values() if value]
+    spoken = sum(len(value) for value in held)
+    return any(len(value.split()) > 2 for value in held) and 3 * spoken > 2 * len(hit.message)
 
 
 def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
