@@ -9,9 +9,11 @@ judging is :mod:`diagnose.preflight.checks`'s; patches are rendered against the 
 from __future__ import annotations
 
 import errno
+import grp
 import json
 import os
 import pwd
+import re
 import shlex
 import shutil
 import socket
@@ -173,6 +175,27 @@ def _user_exists(user: str, root: Path | None) -> bool | None:
     return None if entry is None else bool(entry)
 
 
+_ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+"""A user or group name systemd accepts (its relaxed check: no spaces, no leading dash)."""
+
+
+def _group_exists(group: str, root: Path | None) -> bool | None:
+    """Whether ``group`` exists (None: cannot tell here), from ``etc/group`` under ``root``."""
+    if group.isdigit():
+        return True
+    if root is None:
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            return False
+        return True
+    try:
+        text = (root / "etc/group").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return any(line.split(":")[0] == group for line in text.splitlines())
+
+
 def _service_home(unit: UnitConfig, root: Path | None) -> str | None:
     """The home directory of the user the service runs as (None: cannot tell)."""
     user = (unit.get("Service", "User") or "root").strip()
@@ -197,9 +220,13 @@ def unit_sandbox_problems(
     ]
 
 
-def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
+def unit_problems(
+    unit: UnitConfig, root: Path | None, notes: list[str] | None = None
+) -> list[dict[str, Any]]:
     """What systemd would refuse before the server starts: no ExecStart=, a required
-    EnvironmentFile= or the WorkingDirectory= missing, a User= that does not exist."""
+    EnvironmentFile= or the WorkingDirectory= missing, a User= or Group= that does not exist
+    (on this host, or in ``etc/passwd`` and ``etc/group`` under ``root``; where those files
+    are missing, ``notes`` says what could not be checked)."""
     problems: list[dict[str, Any]] = []
     if not unit.exec_start and unit.get("Service", "Type") != "oneshot":
         problems.append(
@@ -246,22 +273,41 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
                 unit,
                 "WorkingDirectory",
                 "working_directory_missing",
-                f"WorkingDirectory={directory} does not exist: systemd fails the start with "
+                f"WorkingDirectory={directory} does not exist"
+                + (f" under {root}" if root is not None else "")
+                + ": systemd fails the start with "
                 "status=200/CHDIR",
             )
         )
-    user = unit.get("Service", "User")
     dynamic = is_true(unit.get("Service", "DynamicUser"))
-    if user and "%" not in user and not dynamic and _user_exists(user, root) is False:
-        problems.append(
-            _problem(
-                unit,
-                "User",
-                "user_missing",
-                f"User={user} does not exist on this host: systemd fails the start with "
-                "status=217/USER",
+    where = f"under {root}" if root is not None else "on this host"
+    for key, exists, status, table in (
+        ("User", _user_exists, "217/USER", "etc/passwd"),
+        ("Group", _group_exists, "216/GROUP", "etc/group"),
+    ):
+        name = (unit.get("Service", key) or "").strip()
+        if not name or "%" in name or dynamic or name in ("root", "0"):
+            continue
+        if not _ACCOUNT_NAME.match(name):
+            if notes is not None:
+                notes.append(
+                    f"{key}={name} is not a valid name: systemd ignores the line (and the "
+                    "service runs as root); a comment after a value is part of the value"
+                )
+            continue
+        found = exists(name, root)
+        if found is None and notes is not None:
+            notes.append(f"{key}={name}: not checked, there is no {table} {where}")
+        if found is False:
+            problems.append(
+                _problem(
+                    unit,
+                    key,
+                    f"{key.lower()}_missing",
+                    f"{key}={name} does not exist {where}: systemd fails the start with "
+                    f"status={status}",
+                )
             )
-        )
     return problems
 
 
@@ -545,7 +591,7 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         engine_version=version,
     )
     if unit is not None:
-        config.unit_problems = unit_problems(unit, options.root)
+        config.unit_problems = unit_problems(unit, options.root, notes)
         if options.root is None and options.unit_file is None:
             config.unit_problems += [
                 {**_problem(unit, "ExecStart", "verify", line), "at_text": line}
