@@ -7,11 +7,12 @@ drop-in (pure text; writing it is the CLI's business)."""
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose.core.models import Patch
+from diagnose.core.redact import secret_name
 
 DROPIN_NAME = "zz-diagnose.conf"
 """diagnose's drop-in: after ``override.conf`` and numbered ones (systemd applies them by name)."""
@@ -42,6 +43,57 @@ def escape_literal(word: str, variables: bool = True) -> str:
     return escaped.replace("$", "$$") if variables else escaped
 
 
+SECRETS_NAME = "secrets.env"
+"""Where a fix's secrets go: an ``EnvironmentFile=`` beside diagnose's drop-in (systemd reads
+only ``*.conf`` there as drop-ins), owned by root with mode 0600. ``Environment=`` values are
+shown to every user by ``systemctl show``; an environment file's are not."""
+
+
+def secrets_path(unit: str) -> str:
+    """The environment file a fix's secrets go in (``/etc/systemd/system/UNIT.d/secrets.env``)."""
+    return f"/etc/systemd/system/{unit}.d/{SECRETS_NAME}"
+
+
+def secret_names(patch: Patch) -> list[str]:
+    """The variables ``patch`` sets whose values are secrets (``HF_TOKEN``, ``*_API_KEY``)."""
+    return [key for key in patch.env_set if secret_name(key)]
+
+
+SECRET_KEPT = f"(in {SECRETS_NAME})"
+"""What a fix's record in the drop-in holds in place of a secret's value."""
+
+
+def without_secrets(patch: Patch) -> Patch:
+    """``patch`` with each secret's value replaced by :data:`SECRET_KEPT` (the drop-in keeps a
+    record of every fix; a secret's value belongs in the environment file only)."""
+    hidden = secret_names(patch)
+    if not hidden:
+        return patch
+    env_set = {k: SECRET_KEPT if k in hidden else v for k, v in patch.env_set.items()}
+    return patch.model_copy(update={"env_set": env_set})
+
+
+def environment_lines(env_set: Mapping[str, str], unit: str) -> list[str]:
+    """``Environment=`` lines for the plain variables; a secret (by its name) is never written
+    as a value: the lines say where to put it and read it with ``EnvironmentFile=``."""
+    lines: list[str] = []
+    secrets = [key for key in env_set if secret_name(key)]
+    for key, value in env_set.items():
+        if key not in secrets:
+            assignment = escape_literal(f"{key}={value}", variables=False)
+            lines.append(f"Environment={quote_word(assignment)}")
+    if secrets:
+        path = secrets_path(unit)
+        lines += [
+            f"# {', '.join(secrets)}: a secret, so not written here (`systemctl show` prints",
+            "# Environment= values to every user). Put it in an environment file only root reads:",
+            f"#   sudo install -m 0600 -o root -g root /dev/null {path}",
+            f"#   sudoedit {path}   # one line each: " + " ".join(f"{k}=..." for k in secrets),
+            f"EnvironmentFile={path}",
+        ]
+    return lines
+
+
 LIST_SETTINGS = frozenset(
     {"ExecStart", "ExecStartPre", "ExecStartPost", "ExecStop", "ExecStopPost", "ExecReload"}
 )
@@ -65,9 +117,7 @@ def render_dropin(
         return None
     sections: dict[str, list[str]] = {"Service": []}
     service = sections["Service"]
-    for key, value in patch.env_set.items():
-        assignment = escape_literal(f"{key}={value}", variables=False)
-        service.append(f"Environment={quote_word(assignment)}")
+    service += environment_lines(patch.env_set, unit)
     if patch.env_unset:
         service.append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():
@@ -87,8 +137,10 @@ def render_dropin(
             service.append(f"# (diagnose journal -u {unit} writes the full ExecStart= for you)")
     header = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n"
     header += "".join(f"# {note}\n" for note in notes)
-    if patch.placeholders():
-        header += f"# Fill in {', '.join(patch.placeholders())} before installing this file.\n"
+    hidden = {patch.env_set[key] for key in secret_names(patch)}
+    public = [p for p in patch.placeholders() if p not in hidden]
+    if public:
+        header += f"# Fill in {', '.join(public)} before installing this file.\n"
     body = "\n\n".join(
         f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items() if lines
     )
@@ -145,11 +197,11 @@ def winning_settings(fixes: Sequence[Fix]) -> list[Patch]:
     return out[::-1]
 
 
-def render_fix(fix: Fix, settings: Patch | None = None) -> str:
+def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> str:
     """A fix as a marked block: its settings (environment, unit settings; ``settings`` when a
     later fix overrides some of them), and its whole patch as JSON so a later ``--apply`` or
     ``--remove`` can rebuild the drop-in."""
-    whole = fix.patch.model_copy(update={"dropin": None})
+    whole = without_secrets(fix.patch).model_copy(update={"dropin": None})
     patch = settings if settings is not None else whole
     lines = [
         f"{FIX_BEGIN}{fix.id}",
@@ -157,9 +209,7 @@ def render_fix(fix: Fix, settings: Patch | None = None) -> str:
         _PATCH_LINE + json.dumps(whole.model_dump(exclude={"dropin"}), sort_keys=True),
     ]
     sections: dict[str, list[str]] = {"Service": []}
-    for key, value in patch.env_set.items():
-        assignment = escape_literal(f"{key}={value}", variables=False)
-        sections["Service"].append(f"Environment={quote_word(assignment)}")
+    sections["Service"] += environment_lines(patch.env_set, unit)
     if patch.env_unset:
         sections["Service"].append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():
@@ -184,7 +234,7 @@ def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: 
             f"# List them: diagnose fixes list -u {unit}; take one back: diagnose fixes remove.\n"
         )
     for fix, settings in zip(fixes, winning_settings(fixes), strict=True):
-        out += "\n" + render_fix(fix, settings)
+        out += "\n" + render_fix(fix, settings, unit)
     if exec_start is not None:
         out += f"\n{COMMAND_BEGIN}\n[Service]\nExecStart=\nExecStart={exec_start}\n{COMMAND_END}\n"
     return out

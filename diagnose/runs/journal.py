@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from diagnose.core.dropin import secret_names, secrets_path
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
@@ -359,11 +360,18 @@ def apply(result: JournalResult, root: Path | None, into_override: bool = False)
             help="run without --apply to see the report",
         )
     if primary.patch.placeholders():
+        secrets = secret_names(primary.patch)
+        where = (
+            f"put {', '.join(secrets)} in {secrets_path(diagnosis.unit or 'UNIT')} (mode 0600, "
+            "owned by root), fill the rest into"
+            if secrets
+            else "fill them into"
+        )
         raise UserError(
             "--apply: the fix needs values only you can give ("
             + ", ".join(primary.patch.placeholders())
             + "): nothing written",
-            help="fill them into the drop-in that --patch-only prints, save it under "
+            help=f"{where} the drop-in that --patch-only prints, save it under "
             f"/etc/systemd/system/{diagnosis.unit}.d/ and run systemctl daemon-reload",
         )
     if result.options is not None and result.options.user:

@@ -29,6 +29,7 @@ from diagnose.core.dropin import (
     winning_settings,
 )
 from diagnose.core.errors import UserError
+from diagnose.core.redact import secret_name
 from diagnose.core.units import check_unit_name
 from diagnose.systemd.unit import (
     ENCODING,
@@ -241,6 +242,8 @@ def disproof(config: UnitConfig, fixes: list[Fix], argv: list[str] | None) -> st
     environment = config.effective_environment
     for fix, patch in zip(fixes, winning_settings(fixes), strict=True):
         for key, value in patch.env_set.items():
+            if secret_name(key):
+                continue  # read from the secrets file, which holds what only the admin knows
             if environment.get(key) != value:
                 setter = next(
                     (f.path for f in config.environment_files if key in f.values),
