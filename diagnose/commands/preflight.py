@@ -45,7 +45,7 @@ from diagnose.preflight.checks import (
     parse_command,
 )
 from diagnose.preflight.flags import EngineVersion
-from diagnose.systemd.patching import patched_against_unit
+from diagnose.systemd.patching import earlier_fixes, patched_against_unit
 from diagnose.systemd.sandbox import is_true, sandbox_problems
 from diagnose.systemd.unit import (
     UnitConfig,
@@ -493,7 +493,8 @@ def installed_version(argv: list[str], engine: str, root: Path | None) -> Engine
     for info in found:
         version = info.name[len(engine) + 1 : -len(".dist-info")]
         if is_version(version):
-            shown = "/" + str(info.relative_to(root)) if root is not None else str(info)
+            inside = info.resolve().relative_to(root.resolve()) if root is not None else None
+            shown = f"/{inside}" if inside is not None else str(info)
             return EngineVersion(engine, version, "installed", shown)
     return None
 
@@ -654,7 +655,8 @@ def run_preflight(
     diagnosis = check(config, signatures, _inputs(options, unit))
     if unit is not None:
         base = _load_unit(options, without_fixes=True) or unit
-        diagnosis = patched_against_unit(diagnosis, base, notes)
+        earlier, head = earlier_fixes(base.name, options.root, options.unit_file)
+        diagnosis = patched_against_unit(diagnosis, base, notes, earlier, head)
     elif any(f.patch for f in diagnosis.findings):
         notes.append("no unit given (-u or --unit-file): patches name the changes, no drop-in")
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})

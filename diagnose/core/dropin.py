@@ -155,6 +155,7 @@ COMMAND_BEGIN = "# >>> diagnose command line"
 COMMAND_END = "# <<< diagnose command line"
 _PATCH_LINE = "# patch: "
 _INCIDENT_LINE = "# incident: "
+_WHY_LINE = "# why: "
 
 
 class Fix(BaseModel):
@@ -167,6 +168,8 @@ class Fix(BaseModel):
     incident: str
     """When the failure happened (UTC, ISO 8601), or ``preflight``."""
     patch: Patch
+    why: str = ""
+    """The reason for its lines, in words (the finding's title)."""
 
 
 def fix_id(signature: str, incident: str) -> str:
@@ -206,6 +209,7 @@ def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> s
     lines = [
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
+        *([f"{_WHY_LINE}{fix.why}"] if fix.why else []),
         _PATCH_LINE + json.dumps(whole.model_dump(exclude={"dropin"}), sort_keys=True),
     ]
     sections: dict[str, list[str]] = {"Service": []}
@@ -235,9 +239,30 @@ def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: 
         )
     for fix, settings in zip(fixes, winning_settings(fixes), strict=True):
         out += "\n" + render_fix(fix, settings, unit)
+    flags = flag_reasons(fixes)
     if exec_start is not None:
-        out += f"\n{COMMAND_BEGIN}\n[Service]\nExecStart=\nExecStart={exec_start}\n{COMMAND_END}\n"
+        out += f"\n{COMMAND_BEGIN}\n{flags}[Service]\nExecStart=\nExecStart={exec_start}\n"
+        out += f"{COMMAND_END}\n"
+    elif flags:
+        out += (
+            f"\n{COMMAND_BEGIN}\n{flags}# These flags are comments only: the unit's command line is"
+            f" not known here\n# (diagnose journal -u {unit} or --unit-file writes ExecStart=).\n"
+            f"{COMMAND_END}\n"
+        )
     return out
+
+
+def flag_reasons(fixes: Sequence[Fix]) -> str:
+    """Comment lines, one per flag change of the fixes, each with the fix it comes from."""
+    lines = []
+    for fix in fixes:
+        for group in flag_groups(fix.patch.args_add):
+            lines.append(f"#   {shlex.join(group)}  ({fix.signature})")
+        added = {g[0] for g in flag_groups(fix.patch.args_add)}
+        removed = [flag for flag in fix.patch.args_remove if flag not in added]
+        if removed:
+            lines.append(f"#   remove {' '.join(removed)}  ({fix.signature})")
+    return "".join(f"{line}\n" for line in ["# Command-line changes:", *lines]) if lines else ""
 
 
 def split_fixes(text: str) -> tuple[str, list[Fix]]:
@@ -271,9 +296,11 @@ def _read_fix(block: list[str]) -> Fix | None:
     if not block[0].startswith(FIX_BEGIN):
         return None
     fix_id_text = block[0][len(FIX_BEGIN) :].strip()
-    incident, signature, patch = "", "", None
+    incident, signature, why, patch = "", "", "", None
     for line in block[1:]:
-        if line.startswith(_INCIDENT_LINE):
+        if line.startswith(_WHY_LINE):
+            why = line[len(_WHY_LINE) :].strip()
+        elif line.startswith(_INCIDENT_LINE):
             rest = line[len(_INCIDENT_LINE) :]
             incident, _, signature = rest.partition("  signature: ")
         elif line.startswith(_PATCH_LINE):
@@ -283,7 +310,13 @@ def _read_fix(block: list[str]) -> Fix | None:
                 return None
     if patch is None:
         return None
-    return Fix(id=fix_id_text, signature=signature.strip(), incident=incident.strip(), patch=patch)
+    return Fix(
+        id=fix_id_text,
+        signature=signature.strip(),
+        incident=incident.strip(),
+        patch=patch,
+        why=why,
+    )
 
 
 def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
+from diagnose.core.changes import with_plan
 from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
@@ -584,7 +585,7 @@ class Engine:
             findings = [self.pins(finding, engine, version) for finding in findings]
         primary = primary_of(findings)
         timeline = self._timeline(end, findings, primary)
-        return Diagnosis(
+        diagnosis = Diagnosis(
             inputs=inputs,
             primary=primary,
             findings=findings,
@@ -594,6 +595,7 @@ class Engine:
             attempts=len(self._attempt_starts) + 1 if self._records_seen else 0,
             timeline=timeline,
         )
+        return with_plan(diagnosis)  # the one drop-in: every finding's change merged
 
     def _peer_failed_first(
         self,

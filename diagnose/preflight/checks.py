@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
+from diagnose.core.changes import with_plan
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -884,7 +885,7 @@ def check(
         _as_written(_independent(f), command.resolved) for f in rank(drafts(config, signatures))
     ]
     values_engine = command.engine
-    return Diagnosis(
+    diagnosis = Diagnosis(
         inputs=inputs or [],
         primary=primary_of(findings),
         findings=findings,
@@ -894,3 +895,4 @@ def check(
         attempts=0,
         notes=list(notes),
     )
+    return with_plan(diagnosis)
