@@ -172,6 +172,18 @@ def run_journal(
         say_host if progress else None,
     )
     say(f"diagnose: {result.scope.describe()}")
+    if result.config is not None and not user:
+        from diagnose.commands.preflight import check_unit_fix
+
+        result.diagnosis = check_unit_fix(
+            result.diagnosis,
+            result.config,
+            signature_dirs or [],
+            root,
+            unit_file,
+            not no_gpu,
+            options.engine_version,
+        )
     refused = emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if refused is not None:
         return refused

@@ -409,6 +409,11 @@ class FixPlan(_Frozen):
         default=None,
         description="What preflight said of the unit with the drop-in applied in memory.",
     )
+    passes_preflight: bool | None = Field(
+        default=None,
+        description="Whether preflight passes the unit with the drop-in applied (None: not "
+        "checked: the unit or its command line is not known here).",
+    )
     dropin: str | None = Field(default=None, description="The drop-in text, or null.")
 
 

@@ -110,6 +110,8 @@ def primary_dropin(diagnosis: Diagnosis) -> str | None:
     fix = diagnosis.fix
     if fix is None or not fix.dropin or not fix.changes_behaviour:
         return None
+    if fix.passes_preflight is False:
+        return None  # not offered as a fix: the report says what else it needs
     return fix.dropin.rstrip("\n") + "\n"
 
 
@@ -124,6 +126,8 @@ def no_dropin_reason(diagnosis: Diagnosis) -> str:
         if fix is not None and fix.host_actions
         else ""
     )
+    if fix is not None and fix.passes_preflight is False and fix.checked:
+        return fix.checked
     if fix is not None and fix.reason and fix.dropin:
         return f"installing the drop-in would change nothing in the unit: {fix.reason}{host}"
     if fix is not None and fix.reason and fix.changes:

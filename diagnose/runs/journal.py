@@ -363,6 +363,11 @@ def apply(result: JournalResult, root: Path | None, into_override: bool = False)
             "--apply: nothing to write: no finding has a configuration change",
             help="run without --apply to see the report",
         )
+    if fix_plan.passes_preflight is False:
+        raise UserError(
+            f"--apply: {fix_plan.checked}: nothing written",
+            help="settle what it names (the report says what else is needed), then run again",
+        )
     fixes = new_fixes(fix_plan, incident_time(diagnosis))
     waiting = [f for f in fixes if f.patch.placeholders()]
     fixes = [f for f in fixes if not f.patch.placeholders()]
