@@ -762,7 +762,11 @@ def check_fix(
     before = {_key(f) for f in _failures(check(config, signatures))}
     fixed = {change.signature for change in final.changes}
     elsewhere = [f for f in failures if _key(f) in before and f.signature not in fixed]
-    failures = [f for f in failures if f not in elsewhere]
+    # unit settings (CacheDirectory=, TimeoutStartSec=) are not applied in memory: systemd
+    # reads them from the drop-in, and --apply proves them in the effective configuration
+    by_unit = {c.signature for c in final.changes if c.patch.unit_set}
+    unproven = [f for f in failures if f.signature in by_unit and f not in elsewhere]
+    failures = [f for f in failures if f not in elsewhere and f not in unproven]
     if elsewhere:  # settle it before a restart: none is advised until then
         final = final.model_copy(
             update={
@@ -785,6 +789,11 @@ def check_fix(
             update["left_out"] = [*final.left_out, *missing]
         return diagnosis.model_copy(update={"fix": final.model_copy(update=update)})
     checked_said = "checked: preflight passes the unit with this drop-in applied"
+    if unproven:
+        checked_said += (
+            f" (its unit settings for {', '.join(f.signature for f in unproven)} are proven "
+            "when --apply writes it)"
+        )
     if elsewhere:
         checked_said = (
             "checked: with this drop-in applied, preflight finds only what is also needed above"

@@ -120,6 +120,8 @@ def no_dropin_reason(diagnosis: Diagnosis) -> str:
     primary = diagnosis.finding(diagnosis.primary)
     fix = diagnosis.fix
     if primary is None and (fix is None or not fix.changes):
+        if fix is not None and fix.left_out:
+            return "no failure found; " + "; ".join(f"not in a drop-in: {i}" for i in fix.left_out)
         return "no failure found"
     host = (
         f"; on the host: {'; '.join(fix.host_actions)}"
