@@ -137,3 +137,19 @@ def test_the_drop_in_accumulates_with_earlier_apply(tmp_path: Path) -> None:
     assert config.command is not None and config.command.argv[-1] == "extra_buffer"
     # printed again over what was installed: the same file (nothing new to add)
     assert run_cli(*args, "--patch-only").stdout == printed
+
+
+def test_the_text_report_says_which_changes_are_in_the_drop_in() -> None:
+    from diagnose.render.text import render_text
+
+    failure = _finding("f1", "a-first", Patch(env_set={"X": "1"}), Severity.CRITICAL)
+    warning = _finding("f2", "c-warning", Patch(env_set={"Y": "1"}), Severity.WARNING,
+                       Role.ADVISORY)  # fmt: skip
+    diagnosis = changes.with_plan(
+        Diagnosis(primary="f1", findings=[failure, warning], unit="u.service")
+    )
+    text = " ".join(render_text(diagnosis).split())
+    assert "(in the unit's one drop-in, at the end)" in text
+    assert "(not in the unit's drop-in: see why, at the end)" in text
+    assert "not in the drop-in: c-warning: a warning, not a failure" in text
+    assert text.count("# >>> diagnose fix ") == 1  # the one drop-in, printed once

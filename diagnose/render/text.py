@@ -117,7 +117,9 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
             parts.append(_indent(Text(note)))
     elif diagnosis.fix is not None and diagnosis.fix.dropin:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
-        parts.append(_indent(Text("(in the unit's one drop-in, at the end)", style="dim")))
+        merged = any(change.finding == finding.id for change in diagnosis.fix.changes)
+        said = "in the unit's one drop-in" if merged else "not in the unit's drop-in: see why"
+        parts.append(_indent(Text(f"({said}, at the end)", style="dim")))
     else:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
     if finding.patch is not None and finding.patch_note:
