@@ -258,14 +258,16 @@ def rendered(
             "here): make them in ExecStart= too, or the restart fails the same way"
         )
     dropin = None
-    if unit is not None and fixes:
+    if unit is not None and fix_plan.changes:  # nothing new: the installed file stands
         dropin = render_fixes(unit, fixes, exec_start, head)
         if not head:  # a new file: say where it goes (kept as its own text once written)
             dropin = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n" + dropin
     elif unit is None and fix_plan.changes:
         why_not = "the unit is not known, so the changes cannot be a drop-in"
-    if not fix_plan.changes and not earlier:
-        why_not = "no finding has a configuration change"
+    if not fix_plan.changes:
+        why_not = "no finding has a configuration change" + (
+            " (the fixes earlier --apply runs wrote stand)" if earlier else ""
+        )
     return fix_plan.model_copy(
         update={
             "unit": unit,
