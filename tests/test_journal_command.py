@@ -356,6 +356,7 @@ def test_a_fix_with_a_value_only_the_user_knows_is_shown_and_never_applied(
     secrets = "/etc/systemd/system/sglang-qwen.service.d/secrets.env"
     assert f"EnvironmentFile={secrets}\n" in dropin
     assert f"install -m 0600 -o root -g root /dev/null {secrets}" in dropin
+    assert "<redacted" not in dropin  # its words do not read as a secret to the redaction
     refused = run_cli(*args, "--apply")
     assert refused.returncode == 2, refused.stderr
     assert "needs values only you can give" in refused.stderr and token in refused.stderr

@@ -85,8 +85,10 @@ def environment_lines(env_set: Mapping[str, str], unit: str) -> list[str]:
     if secrets:
         path = secrets_path(unit)
         lines += [
-            f"# {', '.join(secrets)}: a secret, so not written here (`systemctl show` prints",
-            "# Environment= values to every user). Put it in an environment file only root reads:",
+            # (no "NAME: value" shape here: the report's redaction would read it as a secret)
+            f"# {' and '.join(secrets)} {'is a secret' if len(secrets) == 1 else 'are secrets'}, "
+            "so not written here (`systemctl show`",
+            "# prints Environment= values to every user): put it in a file only root reads:",
             f"#   sudo install -m 0600 -o root -g root /dev/null {path}",
             f"#   sudoedit {path}   # one line each: " + " ".join(f"{k}=..." for k in secrets),
             f"EnvironmentFile={path}",
