@@ -155,3 +155,15 @@ def test_the_text_report_says_which_changes_are_in_the_drop_in() -> None:
     assert "(not in the unit's drop-in: see why, at the end)" in text
     assert "not in the drop-in: c-warning: a warning, not a failure" in text
     assert text.count("# >>> diagnose fix ") == 1  # the one drop-in, printed once
+
+
+def test_a_conflict_with_an_earlier_apply_is_named() -> None:
+    from diagnose.core.dropin import Fix
+
+    earlier = Fix(id="x@1", signature="x", incident="1", patch=Patch(env_set={"A": "1"}))
+    now = _finding("f1", "y", Patch(env_set={"A": "2"}), Severity.CRITICAL)
+    plan = changes.plan(Diagnosis(primary="f1", findings=[now], unit="u.service"))
+    out = changes.rendered(plan, "u.service", "2", earlier=[earlier])
+    assert out.earlier == ["x@1"]
+    assert out.conflicts == ["y@2 sets A=2; x@1 set A=1 (this run's fix wins)"]
+    assert out.dropin is not None and out.dropin.index("x@1") < out.dropin.index("y@2")

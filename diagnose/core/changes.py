@@ -28,6 +28,7 @@ from datetime import timezone
 from diagnose.core.dropin import (
     DROPIN_NAME,
     Fix,
+    fix_conflicts,
     flag_groups,
     render_fixes,
 )
@@ -272,6 +273,10 @@ def rendered(
         update={
             "unit": unit,
             "earlier": [f.id for f in earlier],
+            "conflicts": [
+                *fix_plan.conflicts,
+                *(f"{c} (this run's fix wins)" for c in fix_conflicts(fixes) if earlier),
+            ],
             "changes_behaviour": why_not is None,
             "complete": why_not is None and not (flags and exec_start is None),
             "left_out": left_out,
