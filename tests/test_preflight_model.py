@@ -67,6 +67,13 @@ def test_more_ranks_than_kv_heads_replicate_them() -> None:
     assert finding["patch"]["args_add"] == ["--tensor-parallel-size", "4"]
 
 
+def test_dp_attention_splits_the_heads_over_tp_over_dp() -> None:
+    sglang = ("python3", "-m", "sglang.launch_server", "--model-path", QWEN, "--tp-size", "8")
+    assert _by(_preflight(*sglang), "parallel-size-not-divisible")  # 28 heads, 8 ranks
+    spread = _preflight(*sglang, "--dp-size", "8", "--enable-dp-attention")
+    assert _by(spread, "parallel-size-not-divisible") == []  # 1 attention rank per group
+
+
 def test_the_issue_70b_at_tp2_on_80gb_has_no_room_for_kv(tmp_path: Path) -> None:
     """Weights alone (70.6 GB per GPU) are under 80 GB x 0.85, but one full-length sequence
     of KV cache is not: TP 4, which needs CUDA_VISIBLE_DEVICES widened to four GPUs."""

@@ -470,7 +470,10 @@ def _model_fit(config: LaunchConfig, values: dict[str, Any], engine: str, tp: in
     environment = {**config.environment}
     if any(environment.get(n, "").strip().lower() in ("1", "true") for n in _LONG_CONTEXT_ALLOWED):
         values["context_override_allowed"] = True
-    indivisible = shape.tp_problems(max(tp, 1))
+    attention_tp = max(tp, 1)
+    if values.get("enable_dp_attention"):  # SGLang: attention is split over tp / dp ranks
+        attention_tp = max(1, int(attention_tp // (_number(values.get("dp_size")) or 1)))
+    indivisible = shape.tp_problems(attention_tp)
     if indivisible:
         values["tp_indivisible"] = " and ".join(indivisible)
     fraction_name, fraction_default = FRACTION.get(engine, ("", 0.9))
