@@ -351,9 +351,15 @@ def test_a_fix_with_a_value_only_the_user_knows_is_shown_and_never_applied(
     assert primary["category"] == "model_access"
     token = primary["patch"]["env_set"]["HF_TOKEN"]
     assert token.startswith("<") and token.endswith(">")
-    assert "# Fill in <" in primary["patch"]["dropin"]
+    dropin = primary["patch"]["dropin"]  # a secret goes by a 0600 file, never Environment=
+    assert "HF_TOKEN" not in "".join(line for line in dropin.splitlines() if line[:1] != "#")
+    secrets = "/etc/systemd/system/sglang-qwen.service.d/secrets.env"
+    assert f"EnvironmentFile={secrets}\n" in dropin
+    assert f"install -m 0600 -o root -g root /dev/null {secrets}" in dropin
+    assert "<redacted" not in dropin  # its words do not read as a secret to the redaction
     refused = run_cli(*args, "--apply")
     assert refused.returncode == 2, refused.stderr
     assert "needs values only you can give" in refused.stderr and token in refused.stderr
+    assert f"put HF_TOKEN in {secrets}" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (system / "sglang-qwen.service.d").exists()  # nothing written

@@ -80,8 +80,7 @@ def _in_terminal(*args: str, columns: int = 80, **env: str) -> str:
 
 def _dropin() -> list[str]:
     report = json.loads(_diagnose("file", CRASHLOOP, "-f", "json").stdout)
-    primary = next(f for f in report["findings"] if f["id"] == report["primary"])
-    lines: list[str] = primary["patch"]["dropin"].rstrip("\n").split("\n")
+    lines: list[str] = report["fix"]["dropin"].rstrip("\n").split("\n")  # the unit's one
     assert any(len(line) > 60 for line in lines), "a line longer than the width is the test"
     return lines
 
@@ -111,9 +110,17 @@ def test_at_60_columns_the_dropin_lines_are_printed_verbatim() -> None:
 
 
 def test_the_commands_to_run_follow_the_dropin_as_plain_lines() -> None:
-    text = _diagnose("file", CRASHLOOP, COLUMNS="60").stdout
+    seed = ("--unit-file", "fixtures/preflight/sglang-qwen.service", "--root", "fixtures/preflight")
+    text = _diagnose("preflight", *seed, "--no-gpu", "--no-port", COLUMNS="60").stdout
     assert _contains_block(
         text, ["systemctl daemon-reload", "systemctl restart sglang-qwen.service"]
+    )
+    # from a saved log the unit's command line is not known: the flag change is a comment,
+    # so a restart would fail the same way and none is advised
+    saved = _diagnose("file", CRASHLOOP, COLUMNS="60").stdout
+    assert "systemctl restart" not in saved
+    assert "make them in ExecStart= too, or the restart fails the same way" in " ".join(
+        saved.split()
     )
 
 
@@ -135,7 +142,7 @@ def test_patch_only_prints_just_the_dropin() -> None:
     ("log", "code", "reason"),
     [
         (HEALTHY, 0, "no failure found"),
-        (KV_CACHE, 1, "the unit is not known"),
+        (KV_CACHE, 2, "the unit is not known"),  # a failure, and nothing to install: 2
     ],
 )
 def test_patch_only_without_a_dropin_prints_nothing_and_says_why(

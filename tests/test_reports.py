@@ -147,8 +147,8 @@ def test_json_primary_of_the_crashloop() -> None:
 def test_dropin_in_json_is_what_the_text_report_shows() -> None:
     diagnosis = diagnose_case("crashloop")
     data = json.loads(report(diagnosis, "json"))
-    dropin = data["findings"][0]["patch"]["dropin"]
-    assert dropin
+    dropin = data["fix"]["dropin"]  # the unit's one drop-in, every finding's change merged
+    assert dropin and data["fix"]["changes_behaviour"]
     lines = report(diagnosis, "text").splitlines()
     block = dropin.rstrip("\n").splitlines()
     start = lines.index(block[0])

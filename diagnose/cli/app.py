@@ -315,8 +315,8 @@ def watch_command(
         echo=say,
         redact=not no_redact,
     )
-    emit(diagnosis, fmt, output, no_redact, patch_only)
-    raise typer.Exit(report.exit_code(diagnosis, fail_on.value))
+    refused = emit(diagnosis, fmt, output, no_redact, patch_only)
+    raise typer.Exit(refused or report.exit_code(diagnosis, fail_on.value))
 
 
 hook_app = typer.Typer(
@@ -548,8 +548,8 @@ def preflight_command(
         engine_version=engine_and_version(engine_version),
     )
     result = run_preflight(options, signature_dirs or [], warn)
-    emit(result.diagnosis, fmt, output, no_redact, patch_only)
-    raise typer.Exit(report.exit_code(result.diagnosis, fail_on.value))
+    refused = emit(result.diagnosis, fmt, output, no_redact, patch_only)
+    raise typer.Exit(refused or report.exit_code(result.diagnosis, fail_on.value))
 
 
 @signatures_app.command("list")

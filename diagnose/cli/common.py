@@ -41,16 +41,18 @@ def say_fixes(lines: list[str]) -> None:
 
 def emit(
     diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool, patch_only: bool
-) -> None:
-    """The report, or with ``--patch-only`` the bare drop-in; when there is none, nothing is
-    printed or written, and stderr says why."""
+) -> ExitCode | None:
+    """The report, or with ``--patch-only`` the unit's one drop-in; when there is none, or
+    installing it would change nothing, nothing is printed or written, stderr says why, and
+    the exit code is 2 when there was a failure to fix (None: the report's code stands)."""
     from diagnose.render.common import no_dropin_reason, primary_dropin
     from diagnose.runs import output as report
 
     if patch_only and primary_dropin(diagnosis) is None:
         warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
-        return
+        return ExitCode.USER_ERROR if diagnosis.findings else None
     report.emit(diagnosis, "dropin" if patch_only else fmt, output, no_redact)
+    return None
 
 
 def duration(value: str | None, option: str) -> float | None:
@@ -108,8 +110,8 @@ def run_file(
         skew_tolerance_s=duration(clock_skew, "--clock-skew"),
         jobs=jobs,
     )
-    emit(diagnosis, fmt, output, no_redact, patch_only)
-    return report.exit_code(diagnosis, fail_on)
+    refused = emit(diagnosis, fmt, output, no_redact, patch_only)
+    return refused or report.exit_code(diagnosis, fail_on)
 
 
 def run_journal(
@@ -170,7 +172,21 @@ def run_journal(
         say_host if progress else None,
     )
     say(f"diagnose: {result.scope.describe()}")
-    emit(result.diagnosis, fmt, output, no_redact, patch_only)
+    if result.config is not None and not user:
+        from diagnose.commands.preflight import check_unit_fix
+
+        result.diagnosis = check_unit_fix(
+            result.diagnosis,
+            result.config,
+            signature_dirs or [],
+            root,
+            unit_file,
+            not no_gpu,
+            options.engine_version,
+        )
+    refused = emit(result.diagnosis, fmt, output, no_redact, patch_only)
+    if refused is not None:
+        return refused
     if apply:
         from diagnose.commands import fixes as fixes_commands
         from diagnose.runs.journal import apply as apply_dropin

@@ -53,6 +53,8 @@ def describe(applied: Applied, unit: str) -> list[str]:
         lines.append("checked: the effective configuration (unit file and every drop-in) has them")
     for conflict in applied.conflicts:
         lines.append(f"conflict: {conflict} (the later fix wins)")
+    for item in applied.left_out:
+        lines.append(f"not written: {item} (fill it into the drop-in --patch-only prints)")
     if applied.changed:
         lines.append("to use it, run:")
         lines += [f"  {command}" for command in applied.commands(unit)]

@@ -9,22 +9,26 @@ judging is :mod:`diagnose.preflight.checks`'s; patches are rendered against the 
 from __future__ import annotations
 
 import errno
+import grp
 import json
 import os
 import pwd
+import re
 import shlex
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from diagnose.core.changes import all_fixes, incident_of, new_fixes
+from diagnose.core.dropin import Fix, flag_groups, secret_names
 from diagnose.core.errors import UserError
-from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.core.models import Diagnosis, Finding, InputSummary, Patch, Role, Severity
 from diagnose.core.units import unit_name
 from diagnose.core.versions import is_version
 from diagnose.engines import profile
@@ -43,13 +47,14 @@ from diagnose.preflight.checks import (
     parse_command,
 )
 from diagnose.preflight.flags import EngineVersion
-from diagnose.systemd.patching import patched_against_unit
+from diagnose.systemd.patching import earlier_fixes, fix_against_unit, patched_against_unit
 from diagnose.systemd.sandbox import is_true, sandbox_problems
 from diagnose.systemd.unit import (
     UnitConfig,
     find_unit,
     load_unit_file,
     parse_environment_assignments,
+    patched_argv,
     systemctl_unit,
     under_root,
 )
@@ -173,6 +178,27 @@ def _user_exists(user: str, root: Path | None) -> bool | None:
     return None if entry is None else bool(entry)
 
 
+_ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+"""A user or group name systemd accepts (its relaxed check: no spaces, no leading dash)."""
+
+
+def _group_exists(group: str, root: Path | None) -> bool | None:
+    """Whether ``group`` exists (None: cannot tell here), from ``etc/group`` under ``root``."""
+    if group.isdigit():
+        return True
+    if root is None:
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            return False
+        return True
+    try:
+        text = (root / "etc/group").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return any(line.split(":")[0] == group for line in text.splitlines())
+
+
 def _service_home(unit: UnitConfig, root: Path | None) -> str | None:
     """The home directory of the user the service runs as (None: cannot tell)."""
     user = (unit.get("Service", "User") or "root").strip()
@@ -197,9 +223,13 @@ def unit_sandbox_problems(
     ]
 
 
-def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
+def unit_problems(
+    unit: UnitConfig, root: Path | None, notes: list[str] | None = None
+) -> list[dict[str, Any]]:
     """What systemd would refuse before the server starts: no ExecStart=, a required
-    EnvironmentFile= or the WorkingDirectory= missing, a User= that does not exist."""
+    EnvironmentFile= or the WorkingDirectory= missing, a User= or Group= that does not exist
+    (on this host, or in ``etc/passwd`` and ``etc/group`` under ``root``; where those files
+    are missing, ``notes`` says what could not be checked)."""
     problems: list[dict[str, Any]] = []
     if not unit.exec_start and unit.get("Service", "Type") != "oneshot":
         problems.append(
@@ -246,22 +276,41 @@ def unit_problems(unit: UnitConfig, root: Path | None) -> list[dict[str, Any]]:
                 unit,
                 "WorkingDirectory",
                 "working_directory_missing",
-                f"WorkingDirectory={directory} does not exist: systemd fails the start with "
+                f"WorkingDirectory={directory} does not exist"
+                + (f" under {root}" if root is not None else "")
+                + ": systemd fails the start with "
                 "status=200/CHDIR",
             )
         )
-    user = unit.get("Service", "User")
     dynamic = is_true(unit.get("Service", "DynamicUser"))
-    if user and "%" not in user and not dynamic and _user_exists(user, root) is False:
-        problems.append(
-            _problem(
-                unit,
-                "User",
-                "user_missing",
-                f"User={user} does not exist on this host: systemd fails the start with "
-                "status=217/USER",
+    where = f"under {root}" if root is not None else "on this host"
+    for key, exists, status, table in (
+        ("User", _user_exists, "217/USER", "etc/passwd"),
+        ("Group", _group_exists, "216/GROUP", "etc/group"),
+    ):
+        name = (unit.get("Service", key) or "").strip()
+        if not name or "%" in name or dynamic or name in ("root", "0"):
+            continue
+        if not _ACCOUNT_NAME.match(name):
+            if notes is not None:
+                notes.append(
+                    f"{key}={name} is not a valid name: systemd ignores the line (and the "
+                    "service runs as root); a comment after a value is part of the value"
+                )
+            continue
+        found = exists(name, root)
+        if found is None and notes is not None:
+            notes.append(f"{key}={name}: not checked, there is no {table} {where}")
+        if found is False:
+            problems.append(
+                _problem(
+                    unit,
+                    key,
+                    f"{key.lower()}_missing",
+                    f"{key}={name} does not exist {where}: systemd fails the start with "
+                    f"status={status}",
+                )
             )
-        )
     return problems
 
 
@@ -447,7 +496,8 @@ def installed_version(argv: list[str], engine: str, root: Path | None) -> Engine
     for info in found:
         version = info.name[len(engine) + 1 : -len(".dist-info")]
         if is_version(version):
-            shown = "/" + str(info.relative_to(root)) if root is not None else str(info)
+            inside = info.resolve().relative_to(root.resolve()) if root is not None else None
+            shown = f"/{inside}" if inside is not None else str(info)
             return EngineVersion(engine, version, "installed", shown)
     return None
 
@@ -480,8 +530,11 @@ def engine_version(
 # -- the command --------------------------------------------------------------------------
 
 
-def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, UnitConfig | None]:
-    """Read everything the checks need into a :class:`LaunchConfig`."""
+def gather(
+    options: PreflightOptions, notes: list[str], without_fixes: bool = False
+) -> tuple[LaunchConfig, UnitConfig | None]:
+    """Read everything the checks need into a :class:`LaunchConfig` (``without_fixes``: the
+    unit as it is without diagnose's own drop-in)."""
     unit: UnitConfig | None = None
     if options.command:
         argv = list(options.command)
@@ -490,7 +543,7 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         env_origins: dict[str, Origin] = {}
         name = unit_name(options.unit) if options.unit else None
     elif options.unit or options.unit_file:
-        unit = _load_unit(options)
+        unit = _load_unit(options, without_fixes=without_fixes)
         if unit is None:
             raise UserError(
                 f"{unit_name(options.unit or '')}: unit not found",
@@ -545,7 +598,7 @@ def gather(options: PreflightOptions, notes: list[str]) -> tuple[LaunchConfig, U
         engine_version=version,
     )
     if unit is not None:
-        config.unit_problems = unit_problems(unit, options.root)
+        config.unit_problems = unit_problems(unit, options.root, notes)
         if options.root is None and options.unit_file is None:
             config.unit_problems += [
                 {**_problem(unit, "ExecStart", "verify", line), "at_text": line}
@@ -597,6 +650,194 @@ def _inputs(options: PreflightOptions, unit: UnitConfig | None) -> list[InputSum
     return inputs
 
 
+_ROUNDS = 4
+"""How often preflight's own changes may be added to a fix before it must pass as it is (a
+tensor-parallel size, then the GPUs it needs listed)."""
+
+
+def _failures(diagnosis: Diagnosis) -> list[Finding]:
+    return [
+        f
+        for f in diagnosis.findings
+        if f.role is Role.ROOT_CAUSE and f.severity.rank >= Severity.ERROR.rank
+    ]
+
+
+def _applied(config: LaunchConfig, fixes: list[Fix]) -> LaunchConfig:
+    """``config`` with ``fixes`` applied in memory, in order (a later fix wins)."""
+    argv = list(config.argv)
+    environment = dict(config.environment)
+    for fix in fixes:
+        argv = patched_argv(argv, fix.patch)
+        for name in fix.patch.env_unset:
+            environment.pop(name, None)
+        environment.update(
+            {k: v for k, v in fix.patch.env_set.items() if k not in secret_names(fix.patch)}
+        )
+    return replace(config, argv=argv, environment=environment, port=None)
+
+
+def _undoes(patch: Patch, config: LaunchConfig) -> bool:
+    """Whether ``patch`` sets a flag back to what the unit has now (preflight lowering the
+    tensor-parallel size to the visible GPUs would undo the fix it checks)."""
+    argv = config.argv
+    for group in flag_groups(patch.args_add):
+        if group[0] in argv:
+            at = argv.index(group[0])
+            if argv[at + 1 : at + len(group)] == group[1:]:
+                return True
+    return False
+
+
+def _key(finding: Finding) -> tuple[str, str | None]:
+    return finding.signature, finding.evidence[0].message if finding.evidence else None
+
+
+def _what_fails(failures: list[Finding]) -> str:
+    said = []
+    for finding in failures:
+        first = finding.evidence[0].message if finding.evidence else None
+        said.append(f"{finding.signature}: {first or finding.title}")
+    return "; ".join(said)
+
+
+def check_fix(
+    diagnosis: Diagnosis,
+    options: PreflightOptions,
+    signature_dirs: list[Path],
+    base: UnitConfig,
+    earlier: list[Fix],
+    head: str,
+) -> Diagnosis:
+    """The merged fix applied to the unit in memory and checked by the same preflight a user
+    runs. Where preflight on the fixed unit finds a failure it can fix (a tensor-parallel size
+    computed from the weights and the GPUs, CUDA_VISIBLE_DEVICES widened to match), its change
+    joins the fix, ranked first; where a failure remains, the fix says what else it needs and
+    is not offered as a fix (no restart advice, ``--patch-only`` exits 2)."""
+    fix_plan = diagnosis.fix
+    if fix_plan is None:
+        return diagnosis
+    notes: list[str] = []
+    try:
+        config, _ = gather(options, notes, without_fixes=True)
+    except UserError:
+        return diagnosis
+    if parse_command(config.argv, config.engine_version).engine is None:
+        return diagnosis
+    signatures = load_library(signature_dirs)
+    incident = incident_of(diagnosis)
+    added: list[Finding] = []
+    for _ in range(_ROUNDS):
+        fixes = all_fixes(earlier, new_fixes(diagnosis.fix or fix_plan, incident))
+        failures = _failures(check(_applied(config, fixes), signatures))
+        fixable = [
+            f
+            for f in failures
+            if f.patch is not None and not f.patch.is_empty() and not _undoes(f.patch, config)
+        ]
+        if not fixable:
+            break
+        # preflight's changes are computed from the unit's facts: the newest rank first
+        fresh = [
+            f.model_copy(
+                update={
+                    "id": f"p{len(added) + i + 1}",
+                    "title": f"{f.title} (preflight: {f.patch_note})" if f.patch_note else f.title,
+                }
+            )
+            for i, f in enumerate(fixable)
+        ]
+        added = [*fresh, *added]
+        ranked = diagnosis.model_copy(
+            update={"findings": [*added, *diagnosis.findings], "primary": added[0].id}
+        )
+        diagnosis = diagnosis.model_copy(
+            update={"fix": fix_against_unit(ranked, base, earlier, head)}
+        )
+    final = diagnosis.fix or fix_plan
+    if not final.changes:
+        return diagnosis  # nothing to check, and preflight has nothing to add
+    # a failure the unit had before, of something this fix does not change (a missing
+    # WorkingDirectory=), is said but does not hold the fix back
+    before = {_key(f) for f in _failures(check(config, signatures))}
+    fixed = {change.signature for change in final.changes}
+    elsewhere = [f for f in failures if _key(f) in before and f.signature not in fixed]
+    # unit settings (CacheDirectory=, TimeoutStartSec=) are not applied in memory: systemd
+    # reads them from the drop-in, and --apply proves them in the effective configuration
+    by_unit = {c.signature for c in final.changes if c.patch.unit_set}
+    unproven = [f for f in failures if f.signature in by_unit and f not in elsewhere]
+    failures = [f for f in failures if f not in elsewhere and f not in unproven]
+    if elsewhere:  # settle it before a restart: none is advised until then
+        final = final.model_copy(
+            update={
+                "complete": False,
+                "left_out": [
+                    *final.left_out,
+                    f"also needed before a restart, whatever this fix does: "
+                    f"{_what_fails(elsewhere)}",
+                ],
+            }
+        )
+    if failures:
+        said = (
+            "preflight on the unit with this drop-in still fails: "
+            f"{_what_fails(failures)}; not offered as a fix until that is settled"
+        )
+        missing = [n for n in (f.patch_note for f in failures) if n]
+        update: dict[str, object] = {"checked": said, "complete": False, "passes_preflight": False}
+        if missing:
+            update["left_out"] = [*final.left_out, *missing]
+        return diagnosis.model_copy(update={"fix": final.model_copy(update=update)})
+    checked_said = "checked: preflight passes the unit with this drop-in applied"
+    if unproven:
+        checked_said += (
+            f" (its unit settings for {', '.join(f.signature for f in unproven)} are proven "
+            "when --apply writes it)"
+        )
+    if elsewhere:
+        checked_said = (
+            "checked: with this drop-in applied, preflight finds only what is also needed above"
+        )
+    if added:
+        names = ", ".join(dict.fromkeys(f.signature for f in added))
+        checked_said += f" (with the changes of {names}, from preflight)"
+    sizes = any(
+        flag in ("--tp-size", "--tp", "--tensor-parallel-size", "-tp")
+        for change in final.changes
+        for flag in change.patch.args_add
+    )
+    if sizes and (config.model is None or config.gpus is None):
+        checked_said += (
+            "; the new tensor-parallel size is not checked against the weights and the GPUs' "
+            "memory (no model directory or nvidia-smi here)"
+        )
+    passed = final.model_copy(update={"checked": checked_said, "passes_preflight": True})
+    return diagnosis.model_copy(update={"fix": passed})
+
+
+def check_unit_fix(
+    diagnosis: Diagnosis,
+    base: UnitConfig,
+    signature_dirs: list[Path],
+    root: Path | None = None,
+    unit_file: Path | None = None,
+    gpu_snapshot: bool = True,
+    version: tuple[str, str] | None = None,
+) -> Diagnosis:
+    """:func:`check_fix` for a diagnosis from the unit's log (``diagnose journal``): the same
+    preflight, on the unit as configured, with the merged fix applied in memory."""
+    options = PreflightOptions(
+        unit=base.name,
+        unit_file=unit_file,
+        root=root,
+        gpu=gpu_snapshot,
+        port=False,  # the old instance may still hold it; preflight -u checks the port
+        engine_version=version,
+    )
+    earlier, head = earlier_fixes(base.name, root, unit_file)
+    return check_fix(diagnosis, options, signature_dirs, base, earlier, head)
+
+
 def run_preflight(
     options: PreflightOptions, signature_dirs: list[Path], warn: Say
 ) -> PreflightResult:
@@ -608,7 +849,9 @@ def run_preflight(
     diagnosis = check(config, signatures, _inputs(options, unit))
     if unit is not None:
         base = _load_unit(options, without_fixes=True) or unit
-        diagnosis = patched_against_unit(diagnosis, base, notes)
+        earlier, head = earlier_fixes(base.name, options.root, options.unit_file)
+        diagnosis = patched_against_unit(diagnosis, base, notes, earlier, head)
+        diagnosis = check_fix(diagnosis, options, signature_dirs, base, earlier, head)
     elif any(f.patch for f in diagnosis.findings):
         notes.append("no unit given (-u or --unit-file): patches name the changes, no drop-in")
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})

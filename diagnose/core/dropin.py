@@ -7,11 +7,12 @@ drop-in (pure text; writing it is the CLI's business)."""
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose.core.models import Patch
+from diagnose.core.redact import secret_name
 
 DROPIN_NAME = "zz-diagnose.conf"
 """diagnose's drop-in: after ``override.conf`` and numbered ones (systemd applies them by name)."""
@@ -42,6 +43,59 @@ def escape_literal(word: str, variables: bool = True) -> str:
     return escaped.replace("$", "$$") if variables else escaped
 
 
+SECRETS_NAME = "secrets.env"
+"""Where a fix's secrets go: an ``EnvironmentFile=`` beside diagnose's drop-in (systemd reads
+only ``*.conf`` there as drop-ins), owned by root with mode 0600. ``Environment=`` values are
+shown to every user by ``systemctl show``; an environment file's are not."""
+
+
+def secrets_path(unit: str) -> str:
+    """The environment file a fix's secrets go in (``/etc/systemd/system/UNIT.d/secrets.env``)."""
+    return f"/etc/systemd/system/{unit}.d/{SECRETS_NAME}"
+
+
+def secret_names(patch: Patch) -> list[str]:
+    """The variables ``patch`` sets whose values are secrets (``HF_TOKEN``, ``*_API_KEY``)."""
+    return [key for key in patch.env_set if secret_name(key)]
+
+
+SECRET_KEPT = f"(in {SECRETS_NAME})"
+"""What a fix's record in the drop-in holds in place of a secret's value."""
+
+
+def without_secrets(patch: Patch) -> Patch:
+    """``patch`` with each secret's value replaced by :data:`SECRET_KEPT` (the drop-in keeps a
+    record of every fix; a secret's value belongs in the environment file only)."""
+    hidden = secret_names(patch)
+    if not hidden:
+        return patch
+    env_set = {k: SECRET_KEPT if k in hidden else v for k, v in patch.env_set.items()}
+    return patch.model_copy(update={"env_set": env_set})
+
+
+def environment_lines(env_set: Mapping[str, str], unit: str) -> list[str]:
+    """``Environment=`` lines for the plain variables; a secret (by its name) is never written
+    as a value: the lines say where to put it and read it with ``EnvironmentFile=``."""
+    lines: list[str] = []
+    secrets = [key for key in env_set if secret_name(key)]
+    for key, value in env_set.items():
+        if key not in secrets:
+            assignment = escape_literal(f"{key}={value}", variables=False)
+            lines.append(f"Environment={quote_word(assignment)}")
+    if secrets:
+        path = secrets_path(unit)
+        lines += [
+            # (no "NAME: value" shape here: the report's redaction would read it as a secret)
+            f"# {' and '.join(secrets)} {'is a secret' if len(secrets) == 1 else 'are secrets'}, "
+            "so not written here (`systemctl show`",
+            "# prints Environment= values to every user): put it in a file only root reads:",
+            f"#   sudo install -m 0600 -o root -g root /dev/null {path}",
+            f"#   sudoedit {path}   # one line each: " + " ".join(f"{k}=..." for k in secrets),
+            f"EnvironmentFile={path}",
+        ]
+    return lines
+
+
 LIST_SETTINGS = frozenset(
     {"ExecStart", "ExecStartPre", "ExecStartPost", "ExecStop", "ExecStopPost", "ExecReload"}
 )
@@ -65,9 +119,7 @@ def render_dropin(
         return None
     sections: dict[str, list[str]] = {"Service": []}
     service = sections["Service"]
-    for key, value in patch.env_set.items():
-        assignment = escape_literal(f"{key}={value}", variables=False)
-        service.append(f"Environment={quote_word(assignment)}")
+    service += environment_lines(patch.env_set, unit)
     if patch.env_unset:
         service.append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():
@@ -87,8 +139,10 @@ def render_dropin(
             service.append(f"# (diagnose journal -u {unit} writes the full ExecStart= for you)")
     header = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n"
     header += "".join(f"# {note}\n" for note in notes)
-    if patch.placeholders():
-        header += f"# Fill in {', '.join(patch.placeholders())} before installing this file.\n"
+    hidden = {patch.env_set[key] for key in secret_names(patch)}
+    public = [p for p in patch.placeholders() if p not in hidden]
+    if public:
+        header += f"# Fill in {', '.join(public)} before installing this file.\n"
     body = "\n\n".join(
         f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items() if lines
     )
@@ -103,6 +157,7 @@ COMMAND_BEGIN = "# >>> diagnose command line"
 COMMAND_END = "# <<< diagnose command line"
 _PATCH_LINE = "# patch: "
 _INCIDENT_LINE = "# incident: "
+_WHY_LINE = "# why: "
 
 
 class Fix(BaseModel):
@@ -115,6 +170,8 @@ class Fix(BaseModel):
     incident: str
     """When the failure happened (UTC, ISO 8601), or ``preflight``."""
     patch: Patch
+    why: str = ""
+    """The reason for its lines, in words (the finding's title)."""
 
 
 def fix_id(signature: str, incident: str) -> str:
@@ -145,21 +202,20 @@ def winning_settings(fixes: Sequence[Fix]) -> list[Patch]:
     return out[::-1]
 
 
-def render_fix(fix: Fix, settings: Patch | None = None) -> str:
+def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> str:
     """A fix as a marked block: its settings (environment, unit settings; ``settings`` when a
     later fix overrides some of them), and its whole patch as JSON so a later ``--apply`` or
     ``--remove`` can rebuild the drop-in."""
-    whole = fix.patch.model_copy(update={"dropin": None})
+    whole = without_secrets(fix.patch).model_copy(update={"dropin": None})
     patch = settings if settings is not None else whole
     lines = [
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
+        *([f"{_WHY_LINE}{fix.why}"] if fix.why else []),
         _PATCH_LINE + json.dumps(whole.model_dump(exclude={"dropin"}), sort_keys=True),
     ]
     sections: dict[str, list[str]] = {"Service": []}
-    for key, value in patch.env_set.items():
-        assignment = escape_literal(f"{key}={value}", variables=False)
-        sections["Service"].append(f"Environment={quote_word(assignment)}")
+    sections["Service"] += environment_lines(patch.env_set, unit)
     if patch.env_unset:
         sections["Service"].append("UnsetEnvironment=" + " ".join(patch.env_unset))
     for dotted, value in patch.unit_set.items():
@@ -184,10 +240,31 @@ def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: 
             f"# List them: diagnose fixes list -u {unit}; take one back: diagnose fixes remove.\n"
         )
     for fix, settings in zip(fixes, winning_settings(fixes), strict=True):
-        out += "\n" + render_fix(fix, settings)
+        out += "\n" + render_fix(fix, settings, unit)
+    flags = flag_reasons(fixes)
     if exec_start is not None:
-        out += f"\n{COMMAND_BEGIN}\n[Service]\nExecStart=\nExecStart={exec_start}\n{COMMAND_END}\n"
+        out += f"\n{COMMAND_BEGIN}\n{flags}[Service]\nExecStart=\nExecStart={exec_start}\n"
+        out += f"{COMMAND_END}\n"
+    elif flags:
+        out += (
+            f"\n{COMMAND_BEGIN}\n{flags}# These flags are comments only: the unit's command line is"
+            f" not known here\n# (diagnose journal -u {unit} or --unit-file writes ExecStart=).\n"
+            f"{COMMAND_END}\n"
+        )
     return out
+
+
+def flag_reasons(fixes: Sequence[Fix]) -> str:
+    """Comment lines, one per flag change of the fixes, each with the fix it comes from."""
+    lines = []
+    for fix in fixes:
+        for group in flag_groups(fix.patch.args_add):
+            lines.append(f"#   {shlex.join(group)}  ({fix.signature})")
+        added = {g[0] for g in flag_groups(fix.patch.args_add)}
+        removed = [flag for flag in fix.patch.args_remove if flag not in added]
+        if removed:
+            lines.append(f"#   remove {' '.join(removed)}  ({fix.signature})")
+    return "".join(f"{line}\n" for line in ["# Command-line changes:", *lines]) if lines else ""
 
 
 def split_fixes(text: str) -> tuple[str, list[Fix]]:
@@ -221,9 +298,11 @@ def _read_fix(block: list[str]) -> Fix | None:
     if not block[0].startswith(FIX_BEGIN):
         return None
     fix_id_text = block[0][len(FIX_BEGIN) :].strip()
-    incident, signature, patch = "", "", None
+    incident, signature, why, patch = "", "", "", None
     for line in block[1:]:
-        if line.startswith(_INCIDENT_LINE):
+        if line.startswith(_WHY_LINE):
+            why = line[len(_WHY_LINE) :].strip()
+        elif line.startswith(_INCIDENT_LINE):
             rest = line[len(_INCIDENT_LINE) :]
             incident, _, signature = rest.partition("  signature: ")
         elif line.startswith(_PATCH_LINE):
@@ -233,7 +312,13 @@ def _read_fix(block: list[str]) -> Fix | None:
                 return None
     if patch is None:
         return None
-    return Fix(id=fix_id_text, signature=signature.strip(), incident=incident.strip(), patch=patch)
+    return Fix(
+        id=fix_id_text,
+        signature=signature.strip(),
+        incident=incident.strip(),
+        patch=patch,
+        why=why,
+    )
 
 
 def fix_conflicts(fixes: Sequence[Fix]) -> list[str]:

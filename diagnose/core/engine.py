@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
+from diagnose.core.changes import with_plan
 from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
@@ -593,7 +594,7 @@ class Engine:
             findings = [self.pins(finding, engine, version) for finding in findings]
         primary = primary_of(findings)
         timeline = self._timeline(end, findings, primary)
-        return Diagnosis(
+        diagnosis = Diagnosis(
             inputs=inputs,
             primary=primary,
             findings=findings,
@@ -604,6 +605,7 @@ class Engine:
             timeline=timeline,
             notes=_ended_before_ready(*cut_short) if cut_short and primary is None else [],
         )
+        return with_plan(diagnosis)  # the one drop-in: every finding's change merged
 
     def _without_healthy_noise(
         self, drafts: list[Draft], last_attempt: int, ready: bool, ended: bool

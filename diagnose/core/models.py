@@ -360,6 +360,63 @@ class Fleet(_Frozen):
     )
 
 
+class PlannedChange(_Frozen):
+    """One finding's share of the unit's one drop-in (what a higher-ranked finding already
+    decides is left out of it)."""
+
+    finding: str = Field(description="The finding's id.")
+    signature: str
+    reason: str = Field(description="Why: the finding's title.")
+    patch: Patch
+
+
+class FixPlan(_Frozen):
+    """*Extension*: the one drop-in for the unit: every finding's change merged (and what
+    earlier ``--apply`` runs wrote), each block with its reason, conflicts resolved by rank."""
+
+    unit: str | None = None
+    changes: list[PlannedChange] = Field(default_factory=empty_list)
+    earlier: list[str] = Field(
+        default_factory=empty_list,
+        description="Fixes already in the unit's diagnose drop-in, kept (by id).",
+    )
+    conflicts: list[str] = Field(
+        default_factory=empty_list,
+        description="Where two findings wanted different values: which won (by rank), which not.",
+    )
+    left_out: list[str] = Field(
+        default_factory=empty_list, description="Findings whose change is not in the drop-in, why."
+    )
+    host_actions: list[str] = Field(
+        default_factory=empty_list,
+        description="What to do outside the unit (packages, processes), before a restart.",
+    )
+    changes_behaviour: bool = Field(
+        default=False,
+        description="Whether installing the drop-in changes what the unit does (not only "
+        "comments); False: no restart would help, see `reason`.",
+    )
+    reason: str | None = Field(
+        default=None, description="Why the drop-in would change nothing, when it would not."
+    )
+    complete: bool = Field(
+        default=False,
+        description="Whether every change is in effect once it is installed (False: some are "
+        "comments only, such as flags when the unit's command line is not known): only then "
+        "is a restart advised.",
+    )
+    checked: str | None = Field(
+        default=None,
+        description="What preflight said of the unit with the drop-in applied in memory.",
+    )
+    passes_preflight: bool | None = Field(
+        default=None,
+        description="Whether preflight passes the unit with the drop-in applied (None: not "
+        "checked: the unit or its command line is not known here).",
+    )
+    dropin: str | None = Field(default=None, description="The drop-in text, or null.")
+
+
 class Diagnosis(_Frozen):
     schema_version: int = SCHEMA_VERSION
     tool: ToolInfo = Field(default_factory=ToolInfo)
@@ -393,6 +450,10 @@ class Diagnosis(_Frozen):
     )
     fleet: Fleet | None = Field(
         default=None, description="Findings across hosts; only when the input holds several hosts."
+    )
+    fix: FixPlan | None = Field(
+        default=None,
+        description="*Extension*: the one drop-in for the unit, every finding's change merged.",
     )
 
     def finding(self, finding_id: str | None) -> Finding | None:

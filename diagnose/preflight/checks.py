@@ -17,7 +17,6 @@ configuration values and a ranked :class:`Diagnosis` out. No I/O, no clock.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from diagnose.core import expr
+from diagnose.core.changes import with_plan
 from diagnose.core.models import (
     Confidence,
     Diagnosis,
@@ -41,6 +41,7 @@ from diagnose.engines.phases import PHASE_ORDER
 from diagnose.inputs.gpu import GpuSnapshot
 from diagnose.knowledge.mined import flag_table
 from diagnose.library import load_architectures
+from diagnose.preflight import sizing
 from diagnose.preflight.flags import EngineVersion, problems, read_command
 
 COMMAND_LINE = "<command line>"
@@ -356,6 +357,7 @@ def _gpu_values(config: LaunchConfig, values: dict[str, Any]) -> None:
         return
     values["visible_gpus"] = len(visible)
     values["visible_gpus_from"] = how
+    values["visible_gpu_indexes"] = list(visible)
     shot = config.gpus
     if not shot or not shot.gpus:
         return
@@ -403,8 +405,114 @@ def _gpu_values(config: LaunchConfig, values: dict[str, Any]) -> None:
         values["foreign_gib"] = round(largest[0] / 1024, 2)
 
 
-def _power_of_two_at_least(number: float) -> int:
-    return 1 if number <= 1 else 2 ** math.ceil(math.log2(number))
+FRACTION = {"vllm": ("gpu_memory_utilization", 0.9), "sglang": ("mem_fraction_static", 0.85)}
+"""The option that sets the share of each GPU the server takes, and the share assumed when it
+is not given (SGLang's default depends on the GPU; 0.85 is below it for large GPUs)."""
+_LONG_CONTEXT_ALLOWED = (
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+)
+
+
+def model_config(config: LaunchConfig, values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The model's ``config.json`` as the engine sees it: with ``--hf-overrides`` (vLLM) or
+    ``--json-model-override-args`` (SGLang) laid over it."""
+    if config.model is None or config.model.config is None:
+        return None
+    merged = dict(config.model.config)
+    for name in ("hf_overrides", "json_model_override_args"):
+        text = values.get(name)
+        if not isinstance(text, str):
+            continue
+        try:
+            override = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(override, dict):
+            merged.update(override)
+    return merged
+
+
+def _tokens(value: Any) -> int | None:
+    """``131072``, ``128k``, ``1M`` (vLLM reads the suffixes; as powers of two ``K``/``M``)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    text = str(value).strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmM]?)", text)
+    if not match:
+        return None
+    scale = {"": 1, "k": 1000, "K": 1024, "m": 1_000_000, "M": 1024 * 1024}[match.group(2)]
+    return int(float(match.group(1)) * scale)
+
+
+def _model_fit(config: LaunchConfig, values: dict[str, Any], engine: str, tp: int, pp: int) -> None:
+    """What the model's shape says about this launch: its heads against the tensor-parallel
+    size, the context asked for against the one the engine derives, and (when a change is
+    needed) the tensor-parallel size that works, computed from the weights, the GPUs and the
+    memory fraction (:func:`sizing.choose_tp`)."""
+    merged = model_config(config, values)
+    if merged is None:
+        return
+    shape = sizing.model_shape(merged, bool(values.get("model_is_hybrid")))
+    if shape.heads:
+        values["model_attention_heads"] = shape.heads
+    if shape.kv_heads:
+        values["model_kv_heads"] = shape.kv_heads
+    limit = sizing.context_limit(merged, engine)
+    knob = "context_length" if engine == "sglang" else "max_model_len"
+    requested = _tokens(values.get(knob))
+    if limit is not None:
+        values["model_context_limit"] = limit.tokens
+        values["model_context_from"] = limit.how
+    if requested is not None:
+        values["context_requested"] = requested
+        values["context_knob"] = knob
+    environment = {**config.environment}
+    if any(environment.get(n, "").strip().lower() in ("1", "true") for n in _LONG_CONTEXT_ALLOWED):
+        values["context_override_allowed"] = True
+    attention_tp = max(tp, 1)
+    if values.get("enable_dp_attention"):  # SGLang: attention is split over tp / dp ranks
+        attention_tp = max(1, int(attention_tp // (_number(values.get("dp_size")) or 1)))
+    indivisible = shape.tp_problems(attention_tp)
+    if indivisible:
+        values["tp_indivisible"] = " and ".join(indivisible)
+    fraction_name, fraction_default = FRACTION.get(engine, ("", 0.9))
+    fraction = _number(values.get(fraction_name)) or fraction_default
+    values["memory_fraction"] = fraction
+    weights = _number(values.get("model_weights_gb"))
+    total = _number(values.get("gpu_total_gb"))
+    context = requested or (limit.tokens if limit else None)
+    fits = True
+    if weights and total:
+        budget = total * fraction
+        kv = shape.kv_gb_per_gpu(max(tp, 1), context or 4096) or 0.0
+        fits = weights / (tp * pp) + kv / pp <= budget
+        if not fits:
+            values["tp_does_not_fit"] = True
+            values["memory_budget_gb"] = round(budget, 1)
+    if fits and not indivisible:
+        return
+    visible = values.get("visible_gpu_indexes")
+    count = _number(values.get("gpu_count"))
+    choice = sizing.choose_tp(
+        shape,
+        current=max(tp, 1),
+        pp=max(pp, 1),
+        weights_gb=weights,
+        gpu_total_gb=total,
+        fraction=fraction,
+        context=context,
+        visible=visible if isinstance(visible, list) else None,
+        gpu_count=int(count) if count else None,
+    )
+    if choice.numbers:
+        values["fit_numbers"] = choice.numbers
+    if choice.missing:
+        values["fit_missing"] = choice.missing
+    if choice.tp is not None and choice.tp != tp and not choice.missing:
+        values["fit_tp"] = values["suggested_tp"] = choice.tp
+        if choice.cuda_visible_devices:
+            values["fit_cuda_visible_devices"] = choice.cuda_visible_devices
 
 
 def config_values(config: LaunchConfig) -> dict[str, Any]:
@@ -459,12 +567,7 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
     weights = _number(values.get("model_weights_gb"))
     if weights:
         values["weights_per_gpu_gb"] = round(weights / (tp * pp), 1)
-        total = _number(values.get("gpu_total_gb"))
-        visible = int(_number(values.get("visible_gpus")) or 0)
-        if total:
-            tp_needed = _power_of_two_at_least(weights / pp / (total * 0.85))
-            if tp_needed <= visible and tp_needed > tp:
-                values["suggested_tp"] = tp_needed
+    _model_fit(config, values, engine, int(tp), int(pp))
     needed = int(values["gpus_needed"])
     count = int(_number(values.get("gpu_count")) or 0)
     if "CUDA_VISIBLE_DEVICES" in environment and count >= needed:
@@ -484,13 +587,36 @@ def config_values(config: LaunchConfig) -> dict[str, Any]:
             config.version_for(engine),
             foreign,
             profile(engine).env_prefixes,
+            config.flags.get(engine) or {},
         )
     )
+    values["unknown_flag_names"] = [item["flag"] for item in values.get("unknown_flags") or []]
+    family = model_family(str(values.get("model_path") or ""), str(values.get("model_arch") or ""))
+    if family:
+        values["model_family"] = family
     parsers = config.parsers.get(engine) or {}
     for kind in ("tool_call_parsers", "reasoning_parsers"):
         if parsers.get(kind):
             values[f"valid_{kind}"] = list(parsers[kind])
     return values
+
+
+_FAMILIES = (
+    ("qwen3_coder", re.compile(r"qwen3-?coder", re.I)),
+    ("deepseek_r1", re.compile(r"deepseek-?r1", re.I)),
+    ("qwen", re.compile(r"qwen|qwq", re.I)),
+    ("llama3", re.compile(r"llama-?3", re.I)),
+)
+
+
+def model_family(model: str, arch: str = "") -> str | None:
+    """The family whose tool-call and reasoning parsers a model uses, from its name.
+
+    >>> model_family("/models/Qwen3-Coder-30B-A3B"), model_family("meta-llama/Llama-3.3-70B")
+    ('qwen3_coder', 'llama3')
+    """
+    name = model.rstrip("/").rsplit("/", 1)[-1] or arch
+    return next((family for family, pattern in _FAMILIES if pattern.search(name)), None)
 
 
 def _foreign_flags(config: LaunchConfig, command: Command, values: dict[str, Any]) -> None:
@@ -762,7 +888,7 @@ def check(
         _as_written(_independent(f), command.resolved) for f in rank(drafts(config, signatures))
     ]
     values_engine = command.engine
-    return Diagnosis(
+    diagnosis = Diagnosis(
         inputs=inputs or [],
         primary=primary_of(findings),
         findings=findings,
@@ -772,3 +898,4 @@ def check(
         attempts=0,
         notes=list(notes),
     )
+    return with_plan(diagnosis)

@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -248,12 +249,15 @@ def problems(
     version: EngineVersion,
     foreign: Mapping[str, str],
     env_prefixes: Sequence[str],
+    moved: Mapping[str, Any] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every problem the engine's parser (and its environment reader) would have with the
     command: ``unknown_flags``, ``ambiguous_flags``, ``bad_flag_values``, ``deprecated_flags``
     (the exact release only) and ``unknown_env_vars``.
 
-    ``foreign`` maps flags of the other engine to this engine's spelling (``_flags.yaml``)."""
+    ``foreign`` maps flags of the other engine to this engine's spelling; ``moved`` holds this
+    engine's ``folded`` and ``implied`` maps (``_flags.yaml``): a removed option now a key of a
+    JSON option, a removed switch another option now implies."""
     used = version.table_version
     out: dict[str, list[dict[str, Any]]] = {
         "unknown_flags": [],
@@ -301,6 +305,70 @@ def problems(
         if word.option is not None and word.option.deprecated and version.exact:
             out["deprecated_flags"].append({**base, **_deprecated(engine, word, table)})
     out["unknown_env_vars"] = _env_problems(engine, environment, version, env_prefixes)
+    if moved:
+        words_read = parse_words(words, table)
+        out["unknown_flags"] = _moved(out["unknown_flags"], words_read, table, moved)
+    return out
+
+
+def _json_value(text: str | None) -> Any:
+    """A flag's value as the JSON option's key takes it: a number, JSON, else the text."""
+    if text is None:
+        return True
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _moved(
+    unknown: list[dict[str, Any]],
+    words: Sequence[FlagWord],
+    table: FlagTable,
+    moved: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """Removed options whose setting moved: each group folded into one JSON option becomes
+    one problem (kind ``folded``) that names every flag of the group and the option's new
+    value; a removed switch another option implies becomes kind ``implied``."""
+    folded: Mapping[str, Mapping[str, str]] = moved.get("folded") or {}
+    implied: Mapping[str, str] = moved.get("implied") or {}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for item in unknown:
+        dashed = "--" + str(item["flag"])[2:].replace("_", "-")
+        target = folded.get(dashed)
+        if item.get("kind") == "removed" and target and table.lookup(target["into"]).option:
+            item["key"] = target["key"]
+            groups.setdefault(target["into"], []).append(item)
+            if len(groups[target["into"]]) > 1:
+                continue
+        elif item.get("kind") in ("removed", "renamed") and implied.get(dashed):
+            into = implied[dashed]
+            given = any(w.flag == into for w in words)
+            item.update(kind="implied", replacement=into, suggestion="", implied_given=given)
+        out.append(item)
+    for into, items in groups.items():
+        existing = [w for w in words if w.flag == into and "." not in w.written]
+        config: dict[str, Any] = {}
+        for word in existing:
+            value = _json_value(word.value)
+            if isinstance(value, dict):
+                config.update(value)
+        for item in items:
+            value = _json_value(item.get("value"))
+            if item["key"] == "model" and value == "[ngram]":
+                config.setdefault("method", "ngram")
+                continue
+            config.setdefault(item["key"], value)
+        flags = [str(i["flag"]) for i in items] + [w.written for w in existing]
+        items[0].update(
+            kind="folded",
+            replacement=into,
+            folded_flags=" ".join(dict.fromkeys(flags)),
+            folded_value=json.dumps(config),
+            folded_keys=", ".join(f"`{i['flag']}` -> `{i['key']}`" for i in items),
+            certain=all(i.get("certain", True) for i in items),
+        )
     return out
 
 

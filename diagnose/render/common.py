@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from diagnose.core.changes import package_line
 from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
 from diagnose.engines.base import SERVING
 
@@ -111,31 +112,48 @@ def patch_lines(patch: Patch) -> list[str]:
 
 def action_lines(finding: Finding) -> list[str]:
     """What to change outside the unit: a package change and host actions."""
-    lines = []
-    if finding.package is not None:
-        package = finding.package
-        lines.append(
-            f"{package.action} {package.name}{package.spec}: "
-            f"pip install '{package.name}{package.spec}' in the server's environment"
-        )
+    package = package_line(finding)
+    lines = [package] if package else []
     lines += [f"on the host: {action}" for action in finding.system_actions]
     return lines
 
 
 def primary_dropin(diagnosis: Diagnosis) -> str | None:
-    """The primary finding's drop-in text (what ``--patch-only`` prints), or None."""
-    primary = diagnosis.finding(diagnosis.primary)
-    if primary is None or primary.patch is None or not primary.patch.dropin:
+    """The unit's one drop-in (every finding's change merged: what ``--patch-only`` prints),
+    or None when there is none or installing it would change nothing."""
+    fix = diagnosis.fix
+    if fix is None or not fix.dropin or not fix.changes_behaviour:
         return None
-    return primary.patch.dropin.rstrip("\n") + "\n"
+    if fix.passes_preflight is False:
+        return None  # not offered as a fix: the report says what else it needs
+    return fix.dropin.rstrip("\n") + "\n"
 
 
 def no_dropin_reason(diagnosis: Diagnosis) -> str:
     """Why ``--patch-only`` has nothing to print, in words that say what to do instead."""
     primary = diagnosis.finding(diagnosis.primary)
-    if primary is None:
+    fix = diagnosis.fix
+    if primary is None and (fix is None or not fix.changes):
+        if fix is not None and fix.left_out:
+            return "no failure found; " + "; ".join(f"not in a drop-in: {i}" for i in fix.left_out)
         return "no failure found"
-    if primary.patch is None:
+    host = (
+        f"; on the host: {'; '.join(fix.host_actions)}"
+        if fix is not None and fix.host_actions
+        else ""
+    )
+    if fix is not None and fix.passes_preflight is False and fix.checked:
+        return fix.checked
+    if fix is not None and fix.reason and fix.dropin:
+        return f"installing the drop-in would change nothing in the unit: {fix.reason}{host}"
+    if fix is not None and fix.reason and fix.changes:
+        return (
+            f"{fix.reason}; run without --patch-only to see the changes, or use diagnose "
+            f"journal -u UNIT{host}"
+        )
+    if fix is not None and fix.reason:
+        return f"{fix.reason}{host}"
+    if primary is not None and primary.patch is None:
         return primary.patch_note or "no configuration change fixes this failure"
     return (
         "the unit is not known, so the changes cannot be a drop-in; "
@@ -144,9 +162,29 @@ def no_dropin_reason(diagnosis: Diagnosis) -> str:
 
 
 def render_patch_only(diagnosis: Diagnosis, **_: object) -> str:
-    """``--patch-only``: the primary finding's drop-in and nothing else, ready for
+    """``--patch-only``: the unit's one drop-in and nothing else, ready for
     ``systemctl edit --stdin UNIT`` or ``tee``; empty when there is none."""
     return primary_dropin(diagnosis) or ""
+
+
+def unit_fix_lines(diagnosis: Diagnosis) -> tuple[str | None, list[str], list[str]]:
+    """The one drop-in as reports show it: its text (or None), what to say beside it
+    (conflicts, what is left out, what to do on the host, or why it changes nothing), and
+    the commands that install it (none when it changes nothing: no restart helps then)."""
+    fix = diagnosis.fix
+    if fix is None or (not fix.dropin and not fix.conflicts and not fix.left_out):
+        return None, [], []
+    said = [f"conflict: {c}" for c in fix.conflicts]
+    said += [f"not in the drop-in: {item}" for item in fix.left_out]
+    said += [f"on the host first: {action}" for action in fix.host_actions]
+    if fix.checked:
+        said.append(fix.checked)
+    if fix.dropin and not fix.changes_behaviour:
+        said.append(
+            f"Installing it changes nothing: {fix.reason}. A restart would fail the same way."
+        )
+        return fix.dropin, said, []
+    return fix.dropin, said, apply_commands(diagnosis.unit) if fix.dropin and fix.complete else []
 
 
 def apply_commands(unit: str | None) -> list[str]:

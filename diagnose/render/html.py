@@ -15,12 +15,12 @@ from diagnose.render.common import (
     PHASE_WORDS,
     TIER_WORDS,
     action_lines,
-    apply_commands,
     evidence_groups,
     patch_lines,
     places,
     seen,
     summary,
+    unit_fix_lines,
     when,
     where,
 )
@@ -245,11 +245,6 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
             out.append(
                 f"<p>{_text(finding.patch_note or 'No configuration change fixes this.')}</p>"
             )
-    elif finding.patch.dropin:
-        out.append(f'<pre class="dropin">{escape(finding.patch.dropin.rstrip())}</pre>')
-        if commands := apply_commands(diagnosis.unit):
-            out.append("<p>Save it as the file its first line names, then run:</p>")
-            out.append(f'<pre class="commands">{escape(chr(10).join(commands))}</pre>')
     else:
         out.append(
             "<ul>" + "".join(f"<li>{_text(p)}</li>" for p in patch_lines(finding.patch)) + "</ul>"
@@ -262,6 +257,16 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
             + "".join(f"<li>Alternative: {_text(a)}</li>" for a in finding.alternatives)
             + "</ul>"
         )
+    dropin, said, commands = unit_fix_lines(diagnosis)
+    if dropin is not None or said:
+        out.append(f"<h3>The one drop-in for {_text(diagnosis.unit or 'the unit')}</h3>")
+    if said:
+        out.append("<ul>" + "".join(f"<li>{_text(line)}</li>" for line in said) + "</ul>")
+    if dropin:
+        out.append(f'<pre class="dropin">{escape(dropin.rstrip())}</pre>')
+    if commands:
+        out.append("<p>Save it as the file its first line names, then run:</p>")
+        out.append(f'<pre class="commands">{escape(chr(10).join(commands))}</pre>')
     out.append("</section>")
     return "".join(out)
 

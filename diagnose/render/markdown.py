@@ -16,7 +16,6 @@ from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     action_lines,
-    apply_commands,
     evidence_groups,
     host_rows,
     patch_lines,
@@ -24,6 +23,7 @@ from diagnose.render.common import (
     seen,
     summary,
     tier_words,
+    unit_fix_lines,
     when,
     where,
 )
@@ -284,11 +284,6 @@ def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
     if finding.patch is None:
         if finding.patch_note or not actions:
             out += [inline(finding.patch_note or "No configuration change fixes this."), ""]
-    elif finding.patch.dropin:
-        out += [fenced(finding.patch.dropin, "ini"), ""]
-        if commands := apply_commands(diagnosis.unit):
-            out += ["Save it as the file its first line names, then run:", ""]
-            out += [fenced("\n".join(commands), "sh"), ""]
     else:
         out += [f"- {inline(line)}" for line in patch_lines(finding.patch)] + [""]
     if finding.patch is not None and finding.patch_note:
@@ -296,6 +291,15 @@ def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
     out += [f"- Alternative: {inline(text)}" for text in finding.alternatives]
     if finding.alternatives:
         out.append("")
+    dropin, said, commands = unit_fix_lines(diagnosis)
+    if dropin is not None or said:
+        out += [f"### The one drop-in for {inline(diagnosis.unit or 'the unit')}", ""]
+        out += [f"- {inline(line)}" for line in said] + ([""] if said else [])
+    if dropin:
+        out += [fenced(dropin, "ini"), ""]
+    if commands:
+        out += ["Save it as the file its first line names, then run:", ""]
+        out += [fenced("\n".join(commands), "sh"), ""]
     return out
 
 

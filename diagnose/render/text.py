@@ -20,7 +20,6 @@ from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
     action_lines,
-    apply_commands,
     evidence_groups,
     host_rows,
     no_failure_sentence,
@@ -29,6 +28,7 @@ from diagnose.render.common import (
     seen,
     summary,
     tier_words,
+    unit_fix_lines,
     versions,
     when,
     where,
@@ -116,22 +116,11 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
         if finding.patch_note or not actions:
             note = finding.patch_note or "No configuration change fixes this."
             parts.append(_indent(Text(note)))
-    elif finding.patch.dropin:
-        parts += [
-            Verbatim(line, style="green") for line in finding.patch.dropin.rstrip("\n").split("\n")
-        ]
-        commands = apply_commands(diagnosis.unit)
-        if commands:
-            parts.append(
-                _indent(
-                    Text(
-                        "Save it as the file its first line names (--patch-only prints just "
-                        "the drop-in), then run:",
-                        style="dim",
-                    )
-                )
-            )
-            parts += [Verbatim(command, style="bold") for command in commands]
+    elif diagnosis.fix is not None and diagnosis.fix.dropin:
+        parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
+        merged = any(change.finding == finding.id for change in diagnosis.fix.changes)
+        said = "in the unit's one drop-in" if merged else "not in the unit's drop-in: see why"
+        parts.append(_indent(Text(f"({said}, at the end)", style="dim")))
     else:
         parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
     if finding.patch is not None and finding.patch_note:
@@ -145,6 +134,29 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
     if finding.references:
         parts += [Text(""), _heading("References")]
         parts += [Verbatim(f"  {reference}", style="dim") for reference in finding.references]
+    return parts
+
+
+def _unit_fix(diagnosis: Diagnosis) -> list[RenderableType]:
+    """The unit's one drop-in: every finding's change merged, each block with its reason."""
+    dropin, said, commands = unit_fix_lines(diagnosis)
+    if dropin is None and not said:
+        return []
+    parts: list[RenderableType] = [Rule(f"The fix: one drop-in for {diagnosis.unit}", style="dim")]
+    parts += [_indent(Text(line, style="yellow")) for line in said]
+    if dropin:
+        parts += [Verbatim(line, style="green") for line in dropin.rstrip("\n").split("\n")]
+    if commands:
+        parts.append(
+            _indent(
+                Text(
+                    "Save it as the file its first line names (--patch-only prints just the "
+                    "drop-in), then run:",
+                    style="dim",
+                )
+            )
+        )
+        parts += [Verbatim(command, style="bold") for command in commands]
     return parts
 
 
@@ -201,6 +213,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         for finding in group:
             _print(console, _finding(finding, diagnosis, full=role is not Role.SYMPTOM))
             console.print()
+    _print(console, _unit_fix(diagnosis))
     if diagnosis.notes:
         console.print(Rule("Notes", style="dim"))
         for note in diagnosis.notes:

@@ -7,10 +7,12 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from diagnose.core.changes import incident_of, with_plan
+from diagnose.core.dropin import secret_names, secrets_path
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis, InputSummary
 from diagnose.core.records import Event
@@ -21,7 +23,7 @@ from diagnose.inputs import journal as source
 from diagnose.inputs.files import default_jobs
 from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import engine_for, load_library
-from diagnose.systemd.patching import patched_against_unit
+from diagnose.systemd.patching import earlier_fixes, patched_against_unit
 from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
 
 if TYPE_CHECKING:
@@ -327,43 +329,62 @@ def diagnose_scope(
                 f"{query.unit}: unit file not found (pass --unit-file PATH): the drop-in "
                 "cannot repeat the command line with the changed flags"
             )
-        diagnosis = diagnosis.model_copy(update={"unit": query.unit})
+        diagnosis = with_plan(diagnosis.model_copy(update={"unit": query.unit}))
     else:
         notes += config.problems
         notes += config.warnings
-        diagnosis = patched_against_unit(diagnosis, config, notes)
+        earlier, head = (
+            ([], "")
+            if options.user
+            else earlier_fixes(config.name, options.root, options.unit_file)
+        )
+        diagnosis = patched_against_unit(diagnosis, config, notes, earlier, head)
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
     return JournalResult(diagnosis, scope, config, notes, options)
 
 
 def incident_time(diagnosis: Diagnosis) -> str:
     """When the diagnosed failure happened (its first timestamped evidence), UTC ISO 8601."""
-    primary = diagnosis.finding(diagnosis.primary)
-    stamps = [e.timestamp for e in (primary.evidence if primary else []) if e.timestamp]
-    stamps += [i.last_ts for i in diagnosis.inputs if i.last_ts]
-    if not stamps:
-        return "unknown"
-    return stamps[0].astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return incident_of(diagnosis)
 
 
 def apply(result: JournalResult, root: Path | None, into_override: bool = False) -> Applied:
-    """Add the primary finding's fix to the unit's diagnose drop-in (``--apply``)."""
-    from diagnose.core.dropin import DROPIN_NAME, Fix, fix_id
-    from diagnose.systemd.apply import apply_fix
+    """Add this run's change set (every finding's fix, merged by rank) to the unit's
+    diagnose drop-in (``--apply``). A fix with a value only the user can give is left out
+    (and named); with none left, nothing is written."""
+    from diagnose.core.changes import new_fixes
+    from diagnose.core.dropin import DROPIN_NAME
+    from diagnose.systemd.apply import apply_fixes
 
     diagnosis = result.diagnosis
-    primary = diagnosis.finding(diagnosis.primary)
-    if primary is None or primary.patch is None or not primary.patch.dropin:
+    fix_plan = diagnosis.fix
+    if fix_plan is None or not fix_plan.changes:
         raise UserError(
-            "--apply: nothing to write: no primary finding with a patch",
+            "--apply: nothing to write: no finding has a configuration change",
             help="run without --apply to see the report",
         )
-    if primary.patch.placeholders():
+    if fix_plan.passes_preflight is False:
+        raise UserError(
+            f"--apply: {fix_plan.checked}: nothing written",
+            help="settle what it names (the report says what else is needed), then run again",
+        )
+    fixes = new_fixes(fix_plan, incident_time(diagnosis))
+    waiting = [f for f in fixes if f.patch.placeholders()]
+    fixes = [f for f in fixes if not f.patch.placeholders()]
+    if not fixes:
+        patch = waiting[0].patch
+        secrets = secret_names(patch)
+        where = (
+            f"put {', '.join(secrets)} in {secrets_path(diagnosis.unit or 'UNIT')} (mode 0600, "
+            "owned by root), fill the rest into"
+            if secrets
+            else "fill them into"
+        )
         raise UserError(
             "--apply: the fix needs values only you can give ("
-            + ", ".join(primary.patch.placeholders())
+            + ", ".join(patch.placeholders())
             + "): nothing written",
-            help="fill them into the drop-in that --patch-only prints, save it under "
+            help=f"{where} the drop-in that --patch-only prints, save it under "
             f"/etc/systemd/system/{diagnosis.unit}.d/ and run systemctl daemon-reload",
         )
     if result.options is not None and result.options.user:
@@ -386,18 +407,13 @@ def apply(result: JournalResult, root: Path | None, into_override: bool = False)
                 "nothing written",
                 help="run the diagnosis again, so the drop-in is made against the unit as it is",
             )
-    incident = incident_time(diagnosis)
-    fix = Fix(
-        id=fix_id(primary.signature, incident),
-        signature=primary.signature,
-        incident=incident,
-        patch=primary.patch.model_copy(update={"dropin": None}),
-    )
     unit_file = result.options.unit_file if result.options is not None else None
-    return apply_fix(
-        fix,
+    applied = apply_fixes(
+        fixes,
         diagnosis.unit or result.scope.unit,
         root or Path("/"),
         unit_file=unit_file,
         into_override=into_override,
     )
+    left = tuple(f"{f.id}: needs {', '.join(f.patch.placeholders())}" for f in waiting)
+    return replace(applied, left_out=left) if left else applied

@@ -14,10 +14,12 @@ reloads or restarts anything: it says which commands to run.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.atomic import write_atomically
+from diagnose.core.changes import all_fixes
 from diagnose.core.dropin import (
     COMMAND_BEGIN,
     DROPIN_NAME,
@@ -29,6 +31,7 @@ from diagnose.core.dropin import (
     winning_settings,
 )
 from diagnose.core.errors import UserError
+from diagnose.core.redact import secret_name
 from diagnose.core.units import check_unit_name
 from diagnose.systemd.unit import (
     ENCODING,
@@ -62,6 +65,8 @@ class Applied:
     """diagnose's earlier drop-in, renamed so that it sorts after every other one."""
     removed: bool = False
     """The drop-in held nothing else and was deleted (its backup is kept)."""
+    left_out: tuple[str, ...] = ()
+    """This run's fixes not written, and why (a value only the user can give)."""
 
     def commands(self, unit: str) -> list[str]:
         return ["systemctl daemon-reload", f"systemctl restart {shlex.quote(unit)}"]
@@ -241,6 +246,8 @@ def disproof(config: UnitConfig, fixes: list[Fix], argv: list[str] | None) -> st
     environment = config.effective_environment
     for fix, patch in zip(fixes, winning_settings(fixes), strict=True):
         for key, value in patch.env_set.items():
+            if secret_name(key):
+                continue  # read from the secrets file, which holds what only the admin knows
             if environment.get(key) != value:
                 setter = next(
                     (f.path for f in config.environment_files if key in f.values),
@@ -357,12 +364,22 @@ def apply_fix(
     into_override: bool = False,
 ) -> Applied:
     """Add ``fix`` to the unit's diagnose drop-in (replacing an earlier fix with its id)."""
+    return apply_fixes([fix], unit, root, unit_file, into_override)
+
+
+def apply_fixes(
+    fixes: Sequence[Fix],
+    unit: str,
+    root: Path = Path("/"),
+    unit_file: Path | None = None,
+    into_override: bool = False,
+) -> Applied:
+    """Add this run's ``fixes`` (one change set, merged by rank) to the unit's diagnose
+    drop-in, after the fixes earlier runs wrote (a fix already there, from this or an
+    earlier incident, is kept once; one with the same id is replaced)."""
     target = locate(unit, root, unit_file)
     target.into_override = target.into_override or into_override
-    same = [f for f in target.fixes if f.signature == fix.signature and f.patch == fix.patch]
-    # this fix is there already (from this or an earlier incident): nothing changes
-    fixes = target.fixes if same else [f for f in target.fixes if f.id != fix.id] + [fix]
-    return write_fixes(target, fixes)
+    return write_fixes(target, all_fixes(target.fixes, fixes))
 
 
 def remove_fix(
