@@ -12,10 +12,32 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose.core.models import Patch
+from diagnose.core.units import is_unit_name
 
 DROPIN_NAME = "zz-diagnose.conf"
 """diagnose's drop-in: after ``override.conf`` and numbered ones (systemd applies them by name)."""
 _SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class UnsafeDropin(ValueError):
+    """A key or value with a control character: written into a unit file, a newline would
+    start a setting of its own."""
+
+
+def _words(patch: Patch) -> list[str]:
+    """Every key and value of ``patch`` that a drop-in would carry."""
+    return [
+        *patch.env_set, *patch.env_set.values(), *patch.env_unset, *patch.unit_set,
+        *patch.unit_set.values(), *patch.args_add, *patch.args_remove,
+    ]  # fmt: skip
+
+
+def refuse_control(*texts: str) -> None:
+    """Raise :class:`UnsafeDropin` when any of ``texts`` holds a control character."""
+    for text in texts:
+        if _CONTROL.search(text):
+            raise UnsafeDropin(f"refused: a control character in {text!r} for a drop-in")
 
 
 def quote_word(word: str) -> str:
@@ -61,8 +83,10 @@ def render_dropin(
     drop-in resets ``ExecStart=`` and repeats the whole new command line. ``notes`` become
     comment lines under the header (what the drop-in changes in the effective unit).
     """
-    if unit is None or patch.is_empty():
-        return None
+    if unit is None or patch.is_empty() or not is_unit_name(unit):
+        return None  # (a name that is not a unit name is never part of a path)
+    # (ExecCommand.render continues a long command line on the next with a backslash)
+    refuse_control(*_words(patch), (exec_start or "").replace("\\\n", ""), *notes)
     sections: dict[str, list[str]] = {"Service": []}
     service = sections["Service"]
     for key, value in patch.env_set.items():
@@ -151,6 +175,7 @@ def render_fix(fix: Fix, settings: Patch | None = None) -> str:
     ``--remove`` can rebuild the drop-in."""
     whole = fix.patch.model_copy(update={"dropin": None})
     patch = settings if settings is not None else whole
+    refuse_control(fix.id, fix.incident, fix.signature, *_words(whole))
     lines = [
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
@@ -175,6 +200,9 @@ def render_fix(fix: Fix, settings: Patch | None = None) -> str:
 def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: str = "") -> str:
     """diagnose's drop-in for ``unit``: ``head`` (text that is not ours, kept as it was), every
     fix's block in order, then the command line with all their flag changes."""
+    if not is_unit_name(unit):
+        raise UnsafeDropin(f"refused: {unit!r} is not a unit name")
+    refuse_control((exec_start or "").replace("\\\n", ""))
     out = head
     if out and not out.endswith("\n"):
         out += "\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.dropin import render_dropin
+from diagnose.core.dropin import UnsafeDropin, render_dropin
 from diagnose.core.models import (
     Confidence,
     Evidence,
@@ -200,7 +200,11 @@ def _patch(
     )
     if patch.is_empty():
         return None, note
-    return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
+    try:
+        dropin = render_dropin(patch, unit)
+    except UnsafeDropin:  # a value taken from the log would start a line of its own
+        return None, "No fix is shown: a value it would write holds a control character."
+    return patch.model_copy(update={"dropin": dropin}), note
 
 
 def is_failure(signature: Signature) -> bool:

@@ -34,7 +34,7 @@ from diagnose.core.models import InputSummary
 from diagnose.core.records import Event, Record
 from diagnose.core.scan import NeedleScanner
 from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START, TracebackGrouper
-from diagnose.inputs.lineformat import LineParser, year_hint
+from diagnose.inputs.lineformat import LineParser, out_of_range_note, year_hint
 
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""
@@ -618,6 +618,7 @@ def scanned_events(
         last_ts = _last_timestamp(parser, tail)
         if last_ts is not None and (log.last_ts is None or last_ts > log.last_ts):
             log.last_ts = last_ts
+    log.warnings += out_of_range_note(parser)
     yield from grouper.flush()
 
 
@@ -648,6 +649,7 @@ def events_from_lines(lines: Iterable[str], log: LogInput, first_seq: int = 0) -
         stats.see(record)
         yield from grouper.feed(record, record.seq)
     log.lines = line_no
+    log.warnings += out_of_range_note(parser)
     yield from grouper.flush()
 
 

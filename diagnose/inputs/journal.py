@@ -29,7 +29,12 @@ from typing import Any, Protocol
 from diagnose.core.errors import UserError
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import TracebackGrouper
-from diagnose.inputs.lineformat import LineParser, entry_message, journal_entry_record
+from diagnose.inputs.lineformat import (
+    LineParser,
+    entry_message,
+    journal_entry_record,
+    out_of_range_note,
+)
 
 JOURNAL_DROPPED_ID = "a596d6fe7bfa4994828e72309e95d61e"
 """MESSAGE_ID of journald's ``Suppressed N messages from /system.slice/UNIT``."""
@@ -849,6 +854,7 @@ def read_scope(
         ):
             continue
         yield journal_entry_record(source, None, entry, parser)
+    scope.notes += out_of_range_note(parser)
     scope.entries += backend.skipped
     if backend.last_skipped_us is not None:
         scope.first_us = scope.first_us or backend.last_skipped_us

@@ -1,0 +1,304 @@
+"""Issue 35's attacks, as an attacker would send them: the same hostile input through
+``diagnose file``, ``diagnose journal --file`` and stdin (and the hook where it applies), and
+what must never come out the other side."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from diagnose.core.dropin import UnsafeDropin, render_dropin, render_fixes
+from diagnose.core.errors import UserError
+from diagnose.core.models import Patch
+from diagnose.core.units import check_unit_name, escape_unit, is_unit_name
+from tests import journalgen
+from tests.conftest import REPO
+
+CRASHLOOP_JSON = REPO / "fixtures/incidents/crashloop.journal.json"
+INJECTED = "ExecStartPre=/bin/sh -c 'touch /tmp/pwned'"
+EVIL_UNIT = f"sglang-qwen.service\n[Service]\n{INJECTED}\n#"
+needs_journal = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl",
+)
+
+
+def _cli(*args: str | Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnose", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )
+
+
+def _through_file_and_stdin(tmp_path: Path, data: bytes, *args: str) -> list[str]:
+    """The outputs of ``diagnose file PATH ARGS`` and ``diagnose file - ARGS``; neither may
+    crash (exit 3)."""
+    path = tmp_path / "input.log"
+    path.write_bytes(data)
+    outputs = []
+    for result in (_cli("file", path, *args), _cli("file", "-", *args, stdin=data)):
+        assert result.returncode in (0, 1), result.stderr
+        _no_injected_line(result.stderr)
+        outputs.append(result.stdout)
+    return outputs
+
+
+# -- 1. a name from the log never reaches a drop-in, a path, a command or a heading ---------
+
+
+def _export_with_unit(unit: str) -> bytes:
+    lines = []
+    for line in CRASHLOOP_JSON.read_text().splitlines():
+        entry = json.loads(line)
+        for key in ("_SYSTEMD_UNIT", "UNIT"):
+            if entry.get(key) == "sglang-qwen.service":
+                entry[key] = unit
+        lines.append(json.dumps(entry))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _no_injected_line(output: str) -> None:
+    """No line of the output is the injected setting (the evidence may quote the JSON line
+    that carried it, escaped, inside a line of its own)."""
+    for line in output.splitlines():
+        assert not line.lstrip("#>|` ").startswith("ExecStartPre="), line
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
+def test_a_unit_name_with_directives_never_reaches_the_drop_in(tmp_path: Path, fmt: str) -> None:
+    data = _export_with_unit(EVIL_UNIT)
+    for output in _through_file_and_stdin(tmp_path, data, "--format", fmt):
+        _no_injected_line(output)
+        shown = "sglang-qwen.service\\x0a\\x5bService\\x5d"  # shown escaped
+        assert shown in (json.loads(output)["unit"] if fmt == "json" else output)
+        assert "systemctl restart" not in output  # and no command is built from it
+        assert "zz-diagnose.conf" not in output  # nor a path
+
+
+def test_patch_only_prints_no_drop_in_for_a_forged_unit(tmp_path: Path) -> None:
+    data = _export_with_unit(EVIL_UNIT)
+    for output in _through_file_and_stdin(tmp_path, data, "--patch-only"):
+        assert "[Service]" not in output
+        _no_injected_line(output)
+
+
+def test_a_real_unit_name_still_gets_its_drop_in(tmp_path: Path) -> None:
+    for output in _through_file_and_stdin(tmp_path, _export_with_unit("sglang-qwen.service")):
+        assert "/etc/systemd/system/sglang-qwen.service.d/zz-diagnose.conf" in output
+        assert "systemctl restart sglang-qwen.service" in output
+
+
+@needs_journal
+def test_a_host_name_with_directives_stays_on_its_line_through_the_journal(
+    tmp_path: Path,
+) -> None:
+    entries = journalgen.crashloop_entries()
+    for entry in entries:
+        entry["_HOSTNAME"] = f"gpu-node-07\n[Service]\n{INJECTED}"
+    journal = journalgen.write_journal(entries, tmp_path / "evil.journal")
+    for fmt in ("text", "markdown", "json"):
+        result = _cli("journal", "-u", "sglang-qwen", "--file", journal, "--format", fmt)
+        assert result.returncode == 1, result.stderr
+        _no_injected_line(result.stdout)
+        assert "systemctl restart sglang-qwen.service" in result.stdout or fmt == "json"
+
+
+@needs_journal
+def test_journal_and_hook_refuse_a_unit_name_that_is_not_one(tmp_path: Path) -> None:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
+    refused = _cli("journal", "-u", EVIL_UNIT, "--file", journal)
+    assert refused.returncode == 2 and "not a unit name" in refused.stderr
+    hook = _cli("hook", "install", "-u", "x.service\n[Service]", "--root", tmp_path)
+    assert hook.returncode == 2 and "not a unit name" in hook.stderr
+    assert not list(tmp_path.rglob("*.conf"))
+
+
+def test_drop_in_rendering_refuses_control_characters_in_any_key_or_value() -> None:
+    hostile = "1\nExecStartPre=/bin/sh"
+    for patch in (
+        Patch(env_set={"A": hostile}),
+        Patch(env_set={hostile: "1"}),
+        Patch(env_unset=[hostile]),
+        Patch(unit_set={"Service.Restart": hostile}),
+        Patch(unit_set={f"Service.{hostile}": "no"}),
+        Patch(args_add=["--served-model-name", hostile]),
+        Patch(args_remove=[hostile]),
+        Patch(env_set={"A": "tab\there"}),
+        Patch(env_set={"A": "carriage\rreturn"}),
+    ):
+        with pytest.raises(UnsafeDropin):
+            render_dropin(patch, "sglang.service")
+    with pytest.raises(UnsafeDropin):
+        render_dropin(Patch(env_set={"A": "1"}), "x.service", exec_start="/bin/true\n[Unit]")
+    with pytest.raises(UnsafeDropin):
+        render_fixes(EVIL_UNIT, [], None)
+    assert render_dropin(Patch(env_set={"A": "1"}), EVIL_UNIT) is None
+
+
+def test_a_value_from_the_log_with_a_newline_gives_no_fix_rather_than_a_crash() -> None:
+    from diagnose.core import ranking
+    from diagnose.core.signature import Signature
+
+    signature = Signature.model_validate(
+        {
+            "id": "x-test",
+            "title": "t",
+            "category": "unit_config",
+            "severity": "error",
+            "match": {"type": "line", "needles": ["x"], "regex": "x=(?P<v>.*)"},
+            "explanation": "e",
+            "patches": [{"env_set": {"X": "{v}"}}],
+            "examples": {
+                "positive": [{"name": "p", "log": "x=1\n"}],
+                "negative": [{"name": "n", "log": "y\n"}],
+            },
+        }
+    )
+    patch, note = ranking._patch(signature, {"v": "1\n[Service]"}, "sglang.service")
+    assert patch is None and note is not None and "control character" in note
+
+
+@given(st.text(max_size=300))
+def test_any_name_is_either_a_unit_name_or_shown_escaped_on_one_printable_line(name: str) -> None:
+    shown = escape_unit(name)
+    if is_unit_name(name):
+        assert shown == name
+        assert name.isprintable() and len(name.encode()) <= 255
+    else:
+        assert shown.isprintable() and shown.isascii()
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # a newline, a tab, an escape...
+        assert not is_unit_name(name) and not is_unit_name(shown)
+
+
+@given(
+    st.text(
+        alphabet=st.characters(codec="ascii", categories=["L", "N"]) | st.sampled_from("_.:-"),
+        min_size=1,
+        max_size=300,
+    )
+)
+def test_unit_names_follow_systemd_length_and_characters(prefix: str) -> None:
+    name = f"{prefix}.service"
+    assert is_unit_name(name) == (len(name) <= 255)
+    if is_unit_name(name) and not name.startswith((".", "-")) and ".." not in name:
+        assert check_unit_name(name) == name
+    else:
+        with pytest.raises(UserError):
+            check_unit_name(name)
+
+
+def test_an_escaped_newline_is_never_a_unit_name_to_write_for() -> None:
+    forged = "a.service\nExecStartPre=/bin/sh\n.service"
+    assert not is_unit_name(escape_unit(forged))
+    assert escape_unit("gpu/node.service") == "gpu\\x2fnode.service"
+    with pytest.raises(UserError, match=r"\\x0a"):
+        check_unit_name("x.service\n")
+
+
+# -- 2. every parser of times and numbers is total ----------------------------------------
+
+EDGE_LOG = (
+    "9999-12-31T23:59:59-23:59 gpu-node-07 python3[48211]: Traceback (most recent call last):\n"
+    "9999-12-31T23:59:59-23:59 gpu-node-07 python3[48211]: RuntimeError: boom\n"
+    "0001-01-01T00:00:00+23:59 gpu-node-07 systemd[1]: sglang.service: Main process exited, "
+    "code=exited, status=1/FAILURE\n"
+)
+
+
+def test_a_time_past_the_calendar_is_a_note_through_file_and_stdin(tmp_path: Path) -> None:
+    entry = json.loads(CRASHLOOP_JSON.read_text().splitlines()[0])
+    entry["__REALTIME_TIMESTAMP"] = "9" * 40
+    export = _export_with_unit("sglang-qwen.service") + (json.dumps(entry) + "\n").encode()
+    for data in (EDGE_LOG.encode(), export):
+        for output in _through_file_and_stdin(tmp_path, data, "--format", "json"):
+            notes = json.loads(output)["notes"]
+            assert any(n.startswith("timestamp out of range on ") for n in notes), notes
+
+
+_OFFSETS = st.builds(
+    lambda sign, h, m: f"{sign}{h:02}:{m:02}",
+    st.sampled_from("+-"),
+    st.integers(0, 23),
+    st.integers(0, 59),
+)
+
+
+@given(
+    year=st.integers(0, 9999),
+    month=st.integers(0, 13),
+    day=st.integers(0, 32),
+    clock=st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)),
+    offset=_OFFSETS | st.sampled_from(["Z", "", "+2359", "-2359"]),
+    usec=st.integers(-(10**30), 10**30),
+)
+def test_every_time_format_takes_any_date_and_offset(
+    year: int, month: int, day: int, clock: tuple[int, int, int], offset: str, usec: int
+) -> None:
+    from diagnose.inputs.lineformat import LineParser
+
+    date = f"{year:04}-{month:02}-{day:02}"
+    time = "{:02}:{:02}:{:02}".format(*clock)
+    months = ["Jan", "Dec", "Feb"][month % 3]
+    lines = [
+        f"{date}T{time}{offset} gpu-node-07 python3[1]: RuntimeError: x",
+        f"{months} {day % 100:02} {time}.000001 gpu-node-07 python3[1]: RuntimeError: x",
+        f"[{date} {time}] RuntimeError: x",
+        f"[{date} {time} TP0] RuntimeError: x",
+        f"(EngineCore_DP0 pid=1) ERROR {month:02}-{day:02} {time} [core.py:1] RuntimeError: x",
+        f"[{date}T{time}.5Z] RuntimeError: x",
+        json.dumps({"MESSAGE": "RuntimeError: x", "__REALTIME_TIMESTAMP": str(usec)}),
+    ]
+    parser = LineParser("x.log", year if year >= 1000 else 2026)
+    for number, line in enumerate(lines, 1):
+        record = parser.parse(number, line)
+        assert record is not None
+        if record.ts is not None:
+            assert record.ts.utcoffset() is not None and record.ts.utcoffset().total_seconds() == 0
+
+
+@given(
+    st.one_of(
+        st.integers(-(10**600), 10**600).map(str),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.from_regex(r"[+-]?\d{1,500}(\.\d{0,20})?([eE][+-]?\d{1,5})?", fullmatch=True),
+        st.text(max_size=40),
+    ),
+    st.sampled_from(["tp_size", "pp_size", "nnodes", "mem_fraction_static", "port", "dp_size"]),
+)
+def test_preflight_values_take_any_number(value: str, name: str) -> None:
+    from diagnose.commands.preflight import out_of_range_values
+    from diagnose.core.expr import as_number
+    from diagnose.preflight.checks import LaunchConfig, config_values
+
+    number = as_number(value)
+    assert number is None or (number == number and abs(number) != float("inf"))
+    notes = out_of_range_values({name: value})
+    assert len(notes) <= 1
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "x", f"--{name}", value]
+    config_values(LaunchConfig(argv=argv, environment={}))
+
+
+@pytest.mark.parametrize(
+    "flag", ["--tp-size", "--pp-size", "--nnodes", "--port", "--mem-fraction-static"]
+)
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "9" * 5000, "-1" + "0" * 400, "nan", "1e400"])
+def test_preflight_takes_a_huge_number_without_a_crash(flag: str, value: str) -> None:
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "x", flag, value]
+    result = _cli("preflight", "--no-gpu", "-f", "json", "--", *argv)
+    assert result.returncode in (0, 1, 2), result.stderr
+    if result.returncode != 2:
+        notes = json.loads(result.stdout)["notes"]
+        assert any("not checked" in note for note in notes), notes
