@@ -302,3 +302,65 @@ def test_preflight_takes_a_huge_number_without_a_crash(flag: str, value: str) ->
     if result.returncode != 2:
         notes = json.loads(result.stdout)["notes"]
         assert any("not checked" in note for note in notes), notes
+
+
+# -- 3. lines that end in a lone \r ------------------------------------------------------
+
+CRASHLOOP_TEXT = REPO / "fixtures/incidents/qwen-122b-crashloop.journal.txt"
+
+
+def _findings(output: str) -> list[tuple[str, list[int | None]]]:
+    report = json.loads(output)
+    return [(f["signature"], [e.get("line") for e in f["evidence"]]) for f in report["findings"]]
+
+
+@pytest.mark.parametrize("ending", [b"\r", b"\r\n"])
+def test_lines_that_end_in_cr_are_lines_in_files_pipes_and_gzip(
+    tmp_path: Path, ending: bytes
+) -> None:
+    import gzip
+
+    reference = _cli("file", CRASHLOOP_TEXT, "-f", "json")
+    expected = _findings(reference.stdout)
+    assert expected and expected[0][0] == "sglang-spec-v2-required"
+    data = CRASHLOOP_TEXT.read_bytes().replace(b"\n", ending)
+    for output in _through_file_and_stdin(tmp_path, data, "-f", "json"):
+        assert _findings(output) == expected
+        assert json.loads(output)["inputs"][0]["records"] == 153
+    compressed = tmp_path / "input.log.gz"
+    compressed.write_bytes(gzip.compress(data))
+    assert _findings(_cli("file", compressed, "-f", "json").stdout) == expected
+
+
+def test_a_progress_bar_redrawn_with_cr_stays_one_record() -> None:
+    from diagnose.inputs.files import LogInput, line_events
+
+    data = b"start\nLoading:  10%\rLoading:  50%\rLoading: 100%\nValueError: x\n"
+    texts = [e.text for e in line_events(LogInput(path=None, name="x", data=data))]
+    assert texts == ["start", "Loading: 100%", "ValueError: x"]
+
+
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=30), max_size=40
+    ),
+    st.sampled_from([b"\r", b"\r\n", b"\n"]),
+    st.integers(1, 64),
+)
+def test_any_lines_read_the_same_whatever_they_end_in(
+    lines: list[str], ending: bytes, block: int
+) -> None:
+    from diagnose.inputs import files
+    from diagnose.inputs.files import cr_line_ends
+
+    data = b"".join(line.encode() + ending for line in lines)
+    reference = b"".join(line.encode() + b"\n" for line in lines)
+    original = files.CHUNK_BYTES
+    files.CHUNK_BYTES = max(block, 2)  # blocks cut anywhere, a \r\n across two of them
+    try:
+        got = [c for c in files.raw_chunks(files.LogInput(path=None, name="x", data=data))]
+    finally:
+        files.CHUNK_BYTES = original
+    first = data[: max(block, 2)]
+    if cr_line_ends(first) or ending == b"\n":  # (else a \r\n file keeps its \r for clean())
+        assert b"".join(got) == reference
