@@ -364,3 +364,40 @@ def test_any_lines_read_the_same_whatever_they_end_in(
     first = data[: max(block, 2)]
     if cr_line_ends(first) or ending == b"\n":  # (else a \r\n file keeps its \r for clean())
         assert b"".join(got) == reference
+
+
+# -- 4. output file names from long unit names ------------------------------------------
+
+
+@needs_journal
+def test_a_postmortem_of_a_unit_named_with_255_bytes_is_written_and_listed(
+    tmp_path: Path,
+) -> None:
+    long_unit = "sglang-" + "q" * (255 - len("sglang-.service")) + ".service"
+    assert len(long_unit) == 255 and is_unit_name(long_unit)
+    entries = [
+        {k: v.replace("sglang-qwen.service", long_unit) for k, v in entry.items()}
+        for entry in journalgen.crashloop_entries()
+    ]
+    journal = journalgen.write_journal(entries, tmp_path / "long.journal")
+    out = tmp_path / "postmortems"
+    for _ in (1, 2):  # the same name again: the same, stable file names
+        result = _cli("postmortem", "write", "-u", long_unit, "--file", journal, "--dir", out)
+        assert result.returncode == 0, result.stderr
+        names = sorted(p.name for p in out.iterdir())
+        assert len(names) == 2 and all(len(n.encode()) <= 255 for n in names), names
+        assert names[0].startswith("sglang-qqq") and "~" in names[0]
+    listed = json.loads(_cli("postmortems", "list", "--dir", out, "-f", "json").stdout)
+    assert [row["unit"] for row in listed] == [long_unit]
+
+
+def test_long_names_that_share_a_start_get_different_stems() -> None:
+    from datetime import datetime, timezone
+
+    from diagnose.commands.postmortem import report_stem
+
+    when = datetime(2026, 3, 3, tzinfo=timezone.utc)
+    a, b = ("x" * 240 + tail + ".service" for tail in ("a", "b"))
+    assert report_stem(a, when) != report_stem(b, when)
+    assert report_stem(a, when) == report_stem(a, when)
+    assert len(report_stem(a, when, 100).encode()) + len(".json") <= 100
