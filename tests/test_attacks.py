@@ -401,3 +401,68 @@ def test_long_names_that_share_a_start_get_different_stems() -> None:
     assert report_stem(a, when) != report_stem(b, when)
     assert report_stem(a, when) == report_stem(a, when)
     assert len(report_stem(a, when, 100).encode()) + len(".json") <= 100
+
+
+# -- 5. a secret cut by a terminal's wrap ------------------------------------------------
+
+SECRET = "Zq8s3cr3tV4lu3Th4tWr4pp3dH3r3x9"
+WRAPPED_LOG = (
+    "[2026-03-03 11:53:30] server_args=ServerArgs(model_path='/models/Qwen3.5-122B-A1\n"
+    f"0B', api_key='{SECRET}', port=30000, tp_size=4)\n"
+    f'$ python -m sglang.launch_server --model-path /models/x --api-key "{SECRET[:13]}\n'
+    f'{SECRET[13:]}" --port 30000\n'
+    "[2026-03-03 11:53:31] Traceback (most recent call last):\n"
+    '  File "/x.py", line 1, in <module>\n'
+    "[2026-03-03 11:53:31] RuntimeError: something odd happened\n"
+)
+
+
+def _fragments(secret: str, size: int = 6) -> set[str]:
+    return {secret[i : i + size] for i in range(len(secret) - size + 1)}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "html"])
+def test_a_wrapped_secret_is_hidden_on_both_lines(tmp_path: Path, fmt: str) -> None:
+    for output in _through_file_and_stdin(tmp_path, WRAPPED_LOG.encode(), "-f", fmt):
+        assert "redacted:flag" in output
+        leaked = [part for part in _fragments(SECRET) if part in output]
+        assert not leaked, leaked
+
+
+def test_a_wrapped_secret_in_a_journal_export_is_hidden(tmp_path: Path) -> None:
+    entry = json.loads(CRASHLOOP_JSON.read_text().splitlines()[1])
+    lines = []
+    for number, line in enumerate(WRAPPED_LOG.splitlines()):
+        lines.append(json.dumps({**entry, "MESSAGE": line, "__REALTIME_TIMESTAMP": str(number)}))
+    data = ("\n".join(lines) + "\n").encode()
+    for output in _through_file_and_stdin(tmp_path, data, "-f", "json"):
+        assert not [part for part in _fragments(SECRET) if part in output]
+
+
+def test_a_secret_that_ends_a_short_line_leaves_the_next_line_alone() -> None:
+    from diagnose.core.redact import Redactor
+
+    lines = Redactor().lines(["HF_TOKEN=hf_abcdefghijklmnopqrstuv", "PATH=/usr/bin", "x"])
+    assert lines == ["HF_TOKEN=<redacted:hf_token:1>", "PATH=/usr/bin", "x"]
+    lines = Redactor().lines(["api_key='abc123456789'", "Loading weights"])
+    assert lines[1] == "Loading weights"
+
+
+@given(
+    secret=st.text(alphabet="abcdefghijkLMNOPQRS0123456789", min_size=16, max_size=60),
+    form=st.sampled_from(["--api-key {}", '--api-key "{}"', "api_key='{}'", "HF_TOKEN=hf_{}"]),
+    width=st.integers(80, 160),
+    lead=st.integers(0, 120),
+)
+def test_a_secret_wrapped_at_any_column_inside_it_never_shows(
+    secret: str, form: str, width: int, lead: int
+) -> None:
+    from diagnose.core.redact import Redactor
+
+    line = f"{'x' * lead} {form.format(secret)} --port 30000"
+    start = line.index(secret)
+    if not start < width < start + len(secret):
+        return  # the wrap is not inside the secret
+    wrapped = [line[i : i + width] for i in range(0, len(line), width)]
+    shown = "\n".join(Redactor().lines(wrapped))
+    assert not [part for part in _fragments(secret, 8) if part in shown], shown
