@@ -466,3 +466,98 @@ def test_a_secret_wrapped_at_any_column_inside_it_never_shows(
     wrapped = [line[i : i + width] for i in range(0, len(line), width)]
     shown = "\n".join(Redactor().lines(wrapped))
     assert not [part for part in _fragments(secret, 8) if part in shown], shown
+
+
+# -- 6. incidents stay inside one service --------------------------------------------------
+
+
+def _two_services(vllm_start: bool = False) -> list[dict[str, str]]:
+    """SGLang's restart loop and a vLLM failure in its midst, on one host; without the line
+    that starts the vLLM service unless ``vllm_start`` (the export began after it)."""
+    from datetime import timedelta
+
+    fixtures = REPO / "fixtures"
+    sglang = (fixtures / "incidents/qwen-122b-crashloop.journal.txt").read_text()
+    vllm = (fixtures / "reasoning/engine-core-failed-kv-too-small.journal.txt").read_text()
+    if not vllm_start:
+        vllm = "".join(line for line in vllm.splitlines(True) if "Started vllm-qwen" not in line)
+    entries = journalgen.entries_from_short(sglang, "sglang-qwen.service", seed="a")
+    shift = -timedelta(days=6, hours=4, minutes=46)  # into the SGLang restart loop
+    entries += journalgen.entries_from_short(vllm, "vllm-qwen.service", seed="b", shift=shift)
+    entries.sort(key=lambda e: int(e["__REALTIME_TIMESTAMP"]))
+    for entry in entries:
+        entry["_HOSTNAME"] = "gpu-node-07"
+    return entries
+
+
+def _as_short_text(entries: list[dict[str, str]]) -> bytes:
+    from datetime import datetime, timezone
+
+    lines = []
+    for e in entries:
+        when = datetime.fromtimestamp(int(e["__REALTIME_TIMESTAMP"]) / 1e6, tz=timezone.utc)
+        who = f"{e.get('SYSLOG_IDENTIFIER', 'x')}[{e.get('_PID', '1')}]"
+        lines.append(f"{when:%b %d %H:%M:%S.%f} {e['_HOSTNAME']} {who}: {e['MESSAGE']}\n")
+    return "".join(lines).encode()
+
+
+def _by_unit(report: dict) -> dict[str, list[tuple[str, str | None]]]:
+    return {
+        u["unit"]: [(f["signature"], f.get("caused_by")) for f in u["findings"]]
+        for u in report["units"]
+    }
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_two_services_in_one_export_are_two_incidents(tmp_path: Path, form: str) -> None:
+    entries = _two_services()
+    data = (
+        _as_short_text(entries)
+        if form == "text"
+        else "".join(json.dumps(e) + "\n" for e in entries).encode()
+    )
+    for output in _through_file_and_stdin(tmp_path, data, "-f", "json"):
+        units = _by_unit(json.loads(output))
+        sglang, vllm = units["sglang-qwen.service"], units["vllm-qwen.service"]
+        assert [s for s, _ in sglang] == ["sglang-spec-v2-required", "systemd-restart-loop"]
+        assert vllm[0] == ("vllm-kv-cache-below-max-model-len", None)
+        assert not any(s.startswith("vllm") for s, _ in sglang)
+
+
+@needs_journal
+def test_journal_of_one_service_holds_none_of_the_other(tmp_path: Path) -> None:
+    journal = journalgen.write_journal(_two_services(True), tmp_path / "two.journal")
+    for unit, mine, other in (
+        ("vllm-qwen", "vllm-", "sglang-"),
+        ("sglang-qwen", "sglang-", "vllm-"),
+    ):
+        result = _cli("journal", "-u", unit, "--file", journal, "-f", "json")
+        assert result.returncode == 1, result.stderr
+        signatures = [f["signature"] for f in json.loads(result.stdout)["findings"]]
+        assert signatures[0].startswith(mine)
+        assert not any(s.startswith(other) for s in signatures)
+
+
+def _draft(signature_id: str, unit: str, values: dict[str, object], seq: int):
+    from diagnose.core.models import Confidence, Evidence
+    from diagnose.core.ranking import Draft
+    from diagnose.library import load_library
+
+    signature = next(s for s in load_library(include_user_dirs=False) if s.id == signature_id)
+    evidence = [Evidence(source="x", line=seq, host="gpu-node-07", unit=unit, text="...")]
+    return Draft(signature, seq, dict(values), evidence, 1, 1, None, Confidence.HIGH, unit)
+
+
+def test_a_link_across_services_needs_shared_evidence_and_names_it() -> None:
+    from diagnose.core.ranking import rank
+
+    cause = _draft("sglang-spec-v2-required", "a.service", {"port": "30000"}, 1)
+    apart = _draft("vllm-kv-cache-below-max-model-len", "b.service", {"port": "8000"}, 2)
+    findings = rank([cause, apart])
+    assert findings[1].caused_by is None
+    tied = _draft("vllm-kv-cache-below-max-model-len", "b.service", {"port": "30000"}, 2)
+    findings = rank([cause, tied])
+    assert findings[1].caused_by == "f1"
+    assert "the same port 30000" in findings[1].explanation
+    same = _draft("systemd-restart-loop", "a.service", {}, 3)
+    assert rank([cause, same])[1].caused_by == "f1"

@@ -227,6 +227,40 @@ def no_signature_decided(drafts: list[Draft]) -> bool:
     return all(is_catch_all(d.signature) for d in drafts if is_failure(d.signature))
 
 
+SHARED_EVIDENCE = {
+    "port": "port",
+    "master_port": "port",
+    "gpu": "GPU",
+    "pci": "GPU",
+    "device": "GPU",
+}
+"""Captures that name a thing two services can share: a link between their findings needs
+one of them with the same value in both."""
+
+
+def _services(draft: Draft) -> set[tuple[str | None, str]]:
+    """The (host, unit) pairs the draft's evidence names."""
+    return {(e.host, e.unit) for e in draft.evidence if e.unit}
+
+
+def shared_evidence(draft: Draft, cause: Draft) -> str | None:
+    """Whether ``draft`` may follow from ``cause``: None when both are of one service (or
+    either names none); else what they share (``the same port 30000``), or ``""`` for nothing,
+    which keeps them apart."""
+    mine, theirs = _services(draft), _services(cause)
+    if not mine or not theirs or mine & theirs:
+        return None
+    for key, what in SHARED_EVIDENCE.items():
+        value = draft.values.get(key)
+        if value not in (None, "") and any(
+            cause.values.get(other) == value
+            for other, kind in SHARED_EVIDENCE.items()
+            if kind == what
+        ):
+            return f"the same {what} {value}"
+    return ""
+
+
 def rank(drafts: list[Draft]) -> list[Finding]:
     """One primary root cause: the first specific failure (lowest ``seq``); the rest follow
     from it. Findings are built here, texts and patches filled from each draft's values."""
@@ -273,8 +307,13 @@ def rank(drafts: list[Draft]) -> list[Finding]:
     findings = []
     for draft in ordered:
         signature = draft.signature
+        cause = cause_of.get(id(draft), primary)
+        shared = shared_evidence(draft, cause) if cause is not None else None
         if draft is primary:
             role, caused_by = Role.ROOT_CAUSE, None
+        elif shared == "":  # another service's: nothing ties it to this one's cause
+            role = Role.ADVISORY if signature.role is Role.ADVISORY else Role.SYMPTOM
+            caused_by = None
         elif id(draft) in cause_of:
             role, caused_by = Role.SYMPTOM, ids[id(cause_of[id(draft)])]
         elif signature.role is Role.ADVISORY or signature.severity.rank < Severity.ERROR.rank:
@@ -293,7 +332,15 @@ def rank(drafts: list[Draft]) -> list[Finding]:
                 caused_by=caused_by,
                 title=signature.title,
                 explanation=" ".join(
-                    [*fill_texts(signature, signature.explanation, values), *draft.versions.notes()]
+                    [
+                        *fill_texts(signature, signature.explanation, values),
+                        *draft.versions.notes(),
+                        *(
+                            [f"It follows from another service's failure: {shared}."]
+                            if shared
+                            else []
+                        ),
+                    ]
                 ),
                 confidence=draft.confidence,
                 evidence=draft.evidence,
