@@ -561,3 +561,94 @@ def test_a_link_across_services_needs_shared_evidence_and_names_it() -> None:
     assert "the same port 30000" in findings[1].explanation
     same = _draft("systemd-restart-loop", "a.service", {}, 3)
     assert rank([cause, same])[1].caused_by == "f1"
+
+
+# -- 7. a socket's errno is the cause, with its address and its check ----------------------
+
+FLEET = REPO / "fixtures/fleet"
+NO_ROUTE = [FLEET / "node0-store-timeout.journal.txt", FLEET / "node1-no-route.journal.txt"]
+
+
+def _fleet(report: dict) -> list[tuple[str, list[str], str, str | None]]:
+    return [
+        (f["role"], f["hosts"], f["signature"], f.get("caused_by"))
+        for f in report["fleet"]["findings"]
+    ]
+
+
+def _the_network_cause(report: dict) -> None:
+    assert _fleet(report) == [
+        ("symptom", ["gpu-node-07"], "dist-store-timeout", "fleet-2"),
+        ("root_cause", ["gpu-node-08"], "dist-connect-socket-error", None),
+    ]
+    (host,) = [h for h in report["hosts"] if h["host"] == "gpu-node-08"]
+    (cause,) = [f for f in host["findings"] if f["signature"] == "dist-connect-socket-error"]
+    assert cause["category"] == "network_config"
+    assert "No route to host" in cause["explanation"] and "10.20.0.7:5000" in cause["explanation"]
+    checks = " ".join(cause["next_checks"])
+    assert "`nc -zv 10.20.0.7 5000`" in checks and "firewall" in checks
+    assert "dist_init_addr" in checks
+
+
+def test_no_route_to_the_rendezvous_is_the_fleet_cause_through_files_and_stdin() -> None:
+    _the_network_cause(json.loads(_cli("file", *NO_ROUTE, "-f", "json").stdout))
+    joined = b"".join(path.read_bytes() for path in NO_ROUTE)
+    _the_network_cause(json.loads(_cli("file", "-", "-f", "json", stdin=joined).stdout))
+
+
+@needs_journal
+def test_no_route_to_the_rendezvous_is_the_fleet_cause_through_the_journal(
+    tmp_path: Path,
+) -> None:
+    entries = []
+    for number, path in enumerate(NO_ROUTE):
+        text = path.read_text()
+        entries += journalgen.entries_from_short(text, "sglang-qwen.service", seed=str(number))
+    journal = journalgen.write_journal(entries, tmp_path / "fleet.journal")
+    result = _cli("journal", "-u", "sglang-qwen", "--file", journal, "-f", "json")
+    assert result.returncode == 1, result.stderr
+    _the_network_cause(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize(
+    ("errno", "reason", "says", "check"),
+    [
+        (113, "No route to host", "firewall on 10.0.0.11", "ip route get 10.0.0.11"),
+        (111, "Connection refused", "nothing listens on port 5000", "ss -ltnp"),
+        (110, "Connection timed out", "drops the packets", "firewall-cmd"),
+        (97, "Address family not supported by protocol", "IPv4 address", "disable_ipv6"),
+    ],
+)
+def test_each_errno_has_its_own_cause_and_check(
+    tmp_path: Path, errno: int, reason: str, says: str, check: str
+) -> None:
+    line = (
+        "[2026-03-02 09:14:11 TP0] torch.distributed.DistNetworkError: The client socket has "
+        "failed to connect to any network address of (10.0.0.11, 5000). The client socket has "
+        f"failed to connect to [10.0.0.11]:5000 (errno: {errno} - {reason}).\n"
+    )
+    for output in _through_file_and_stdin(tmp_path, line.encode(), "-f", "json"):
+        (cause,) = [f for f in json.loads(output)["findings"] if f["role"] == "root_cause"]
+        assert cause["signature"] == "dist-connect-socket-error"
+        assert says in cause["explanation"]
+        assert check in " ".join(cause["next_checks"])
+        assert "nc -zv 10.0.0.11 5000" in " ".join(cause["next_checks"])
+
+
+def test_the_ipv6_probe_warning_of_a_healthy_start_is_no_failure(tmp_path: Path) -> None:
+    healthy = (REPO / "fixtures/incidents/healthy-sglang.journal.txt").read_text().splitlines()
+    probe = (
+        "[W306 12:11:28.000000000 socket.cpp:759] [c10d] The client socket cannot be "
+        "initialized to connect to [localhost]:29500 (errno: 97 - Address family not "
+        "supported by protocol)."
+    )
+    prefix = healthy[5].split("]: ", 1)[0] + "]: "
+    data = "\n".join([*healthy[:6], prefix + probe, *healthy[6:]]) + "\n"
+    path = tmp_path / "healthy.log"
+    path.write_text(data)
+    for result in (
+        _cli("file", path, "-f", "json"),
+        _cli("file", "-", "-f", "json", stdin=data.encode()),
+    ):
+        assert result.returncode == 0, result.stdout
+        assert json.loads(result.stdout)["primary"] is None
