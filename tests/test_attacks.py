@@ -30,13 +30,20 @@ needs_journal = pytest.mark.skipif(
 )
 
 
-def _cli(*args: str | Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str | Path, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m diagnose ARGS``; with ``env``, in this environment less ``COLUMNS``, plus
+    ``env``."""
+    import os
+
     result = subprocess.run(
         [sys.executable, "-m", "diagnose", *map(str, args)],
         input=stdin,
         capture_output=True,
         check=False,
         timeout=120,
+        env=None if env is None else {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env,
     )
     return subprocess.CompletedProcess(
         result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
@@ -652,3 +659,193 @@ def test_the_ipv6_probe_warning_of_a_healthy_start_is_no_failure(tmp_path: Path)
     ):
         assert result.returncode == 0, result.stdout
         assert json.loads(result.stdout)["primary"] is None
+
+
+# -- 8. terminal output, --help and the HTML postmortem -------------------------------------
+
+CRASHLOOP_TXT = REPO / "fixtures/incidents/qwen-122b-crashloop.journal.txt"
+OOM_HOST = REPO / "fixtures/incidents/host-oom.journal.txt"
+
+
+def _cli_env(*args: str | Path, env: dict[str, str], stdin: bytes | None = None) -> str:
+    result = _cli(*args, stdin=stdin, env=env)
+    assert result.returncode in (0, 1), result.stderr
+    return result.stdout
+
+
+def _commands_of_checks(report: dict) -> list[str]:
+    from diagnose.render.text import _COMMAND_SPAN
+
+    shown = [f for f in report["findings"] if f["role"] != "symptom"]  # (a symptom: its title)
+    checks = [c for f in shown for c in f["next_checks"]]
+    return [m.group("command") for c in checks for m in _COMMAND_SPAN.finditer(c)]
+
+
+def _fits(output: str, width: int, whole: list[str]) -> None:
+    """Every line within ``width``, except a line that is one whole thing to copy."""
+    from diagnose.render.text import _WHOLE
+
+    for line in output.splitlines():
+        if len(line) <= width:
+            continue
+        copied = line.strip().removeprefix("- ")  # (a check that starts with its command)
+        assert (
+            copied in whole
+            or _WHOLE.fullmatch(copied)  # one code span longer than the width, alone
+            or copied.startswith(("https://", "#", "[", "Environment=", "ExecStart"))
+            or ":" in copied.split("  ")[0]  # an evidence line: log text, as it was
+        ), line
+
+
+@pytest.mark.parametrize("columns", ["60", ""])
+def test_prose_wraps_to_the_width_and_commands_stay_whole(columns: str) -> None:
+    for log in (CRASHLOOP_TXT, OOM_HOST):
+        report = json.loads(_cli_env("file", log, "-f", "json", env={}))
+        commands = _commands_of_checks(report)
+        env = {"COLUMNS": columns} if columns else {}  # a pipe without COLUMNS: 80
+        outputs = [
+            _cli_env("file", log, env=env),
+            _cli_env("file", "-", env=env, stdin=log.read_bytes()),
+        ]
+        for output in outputs:
+            _fits(output, int(columns or 80), commands)
+            lines = [line.strip() for line in output.splitlines()]
+            for command in commands:  # each whole, on a line of its own
+                assert command in lines or f"- {command}" in lines, command
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="abcdefghij ,.:;", min_size=1, max_size=12),
+            st.sampled_from(["`nc -zv 10.0.0.1 5000`", "(pip install -U vllm)", "`x`"]),
+            st.just("pip install 'vllm>=0.11'"),
+        ),
+        max_size=30,
+    ),
+    st.integers(20, 120),
+)
+def test_wrapping_keeps_every_word_and_never_splits_a_command(parts: list[str], width: int) -> None:
+    from diagnose.render.text import _WHOLE, wrap
+
+    text = " ".join(parts)
+    lines = wrap(text, width)
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split())
+    whole = [m.group() for m in _WHOLE.finditer(text)]
+    for line in lines:
+        assert len(line) <= width or any(w in line for w in whole) or " " not in line
+    joined = "\n".join(lines)
+    for command in whole:
+        assert command in joined, (command, lines)
+
+
+def _help_screens() -> list[list[str]]:
+    import typer.main
+
+    from diagnose.cli.app import app
+
+    group = typer.main.get_command(app)
+    screens: list[list[str]] = [[]]
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        screens.append([name])
+        screens += [[name, sub] for sub in getattr(command, "commands", {})]
+    return screens
+
+
+def test_help_is_readable_at_80_columns_and_switches_take_no_value() -> None:
+    from typer.testing import CliRunner
+
+    from diagnose.cli.app import app
+
+    def invoke(args: list[str], env: dict[str, str]):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(app, args, env=env)
+
+    for words in _help_screens():
+        result = invoke([*words, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, words
+        for line in result.stdout.splitlines():
+            assert len(line) <= 80, (words, line)
+        assert "<bool>" not in result.stdout and "<str>" not in result.stdout, words
+        assert "…" not in result.stdout, words  # nothing cut
+    journal = invoke(["journal", "--help"], env={"COLUMNS": "80"}).stdout
+    assert "UNIT.d/zz-diagnose.conf" in journal
+    assert "--drop-in=zz-diagnose" in journal  # wrapped at spaces, never at a hyphen
+    assert "  --apply " in journal and "  --apply <" not in journal
+
+
+def _headings(markdown: str, html: str) -> tuple[list[str], list[str]]:
+    import html as html_module
+    import re as re_module
+
+    prose = re_module.sub(r"^```.*?^```", "", markdown, flags=re_module.M | re_module.S)
+    from_markdown = [
+        f"h{len(m.group(1))} {m.group(2).replace('`', '')}"
+        for m in re_module.finditer(r"^(#{1,3}) (.+)$", prose, re_module.M)
+    ]
+    from_html = [
+        f"h{m.group(1)} {html_module.unescape(re_module.sub('<[^>]+>', '', m.group(2)))}"
+        for m in re_module.finditer(r"<h([1-3])[^>]*>(.*?)</h\1>", html)
+    ]
+    return from_markdown, from_html
+
+
+@pytest.mark.parametrize(
+    "logs",
+    [
+        [str(p) for p in NO_ROUTE],
+        [str(CRASHLOOP_TXT)],
+        [str(REPO / "fixtures/incidents/healthy-sglang.journal.txt")],
+    ],
+    ids=["two-hosts", "crashloop", "healthy"],
+)
+def test_the_html_postmortem_has_every_section_of_the_markdown(logs: list[str]) -> None:
+    markdown = _cli_env("file", *logs, "-f", "markdown", env={})
+    html = _cli_env("file", *logs, "-f", "html", env={})
+    from_markdown, from_html = _headings(markdown, html)
+    assert from_markdown == from_html
+    if len(logs) == 2:
+        assert "h2 Hosts" in from_html and "gpu-node-07" in html.split("</section>")[1]
+
+
+_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+_CLIPPED = (
+    "<script>document.body.setAttribute('data-clipped', [...document.querySelectorAll('.bar')]"
+    ".filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent).join('|'))"
+    "</script>"
+)
+
+
+@pytest.mark.skipif(_CHROMIUM is None, reason="needs chromium")
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_timeline_label_is_cut_in_chromium(tmp_path: Path, width: int) -> None:
+    import re as re_module
+
+    from tests.test_postmortem import _chromium
+
+    for name, logs in (("fleet", NO_ROUTE), ("loop", [CRASHLOOP_TXT])):
+        page = _cli_env("file", *logs, "-f", "html", env={})
+        shot = tmp_path / f"{name}-{width}.png"  # kept as the test's artifact
+        (tmp_path / f"{name}.html").write_text(page)
+        taken = _chromium(
+            tmp_path, f"--window-size={width},1400", f"--screenshot={shot}",
+            (tmp_path / f"{name}.html").as_uri(),
+        )  # fmt: skip
+        assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr
+        # the same page with a probe that lists every bar whose words do not fit
+        probe = tmp_path / f"{name}-probe.html"
+        csp = r'<meta http-equiv="Content-Security-Policy"[^>]*>'
+        probe.write_text(re_module.sub(csp, "", page).replace("</body>", _CLIPPED + "</body>"))
+        dom = _chromium(tmp_path, f"--window-size={width},1400", "--dump-dom", probe.as_uri())
+        found = re_module.search(r'data-clipped="([^"]*)"', dom.stdout)
+        assert found is not None, dom.stderr
+        assert found.group(1) == "", f"cut at {width}px: {found.group(1)}"
+
+
+@needs_journal
+def test_the_journal_report_wraps_to_the_width_too(tmp_path: Path) -> None:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "loop.journal")
+    args = ("journal", "-u", "sglang-qwen", "--file", journal)
+    commands = _commands_of_checks(json.loads(_cli_env(*args, "-f", "json", env={})))
+    output = _cli_env(*args, env={"COLUMNS": "60"})
+    _fits(output, 60, commands)
+    assert "systemctl restart sglang-qwen.service" in output.splitlines()
