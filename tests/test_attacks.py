@@ -360,8 +360,8 @@ def test_any_lines_read_the_same_whatever_they_end_in(
     from diagnose.inputs import files
     from diagnose.inputs.files import cr_line_ends
 
-    data = b"".join(line.encode() + ending for line in lines)
-    reference = b"".join(line.encode() + b"\n" for line in lines)
+    data = b"".join(line.encode("utf-8", "surrogatepass") + ending for line in lines)
+    reference = b"".join(line.encode("utf-8", "surrogatepass") + b"\n" for line in lines)
     original = files.CHUNK_BYTES
     files.CHUNK_BYTES = max(block, 2)  # blocks cut anywhere, a \r\n across two of them
     try:
@@ -396,6 +396,13 @@ def test_a_postmortem_of_a_unit_named_with_255_bytes_is_written_and_listed(
         assert names[0].startswith("sglang-qqq") and "~" in names[0]
     listed = json.loads(_cli("postmortems", "list", "--dir", out, "-f", "json").stdout)
     assert [row["unit"] for row in listed] == [long_unit]
+
+
+def test_a_unit_too_long_for_a_drop_in_directory_is_a_user_error(tmp_path: Path) -> None:
+    long_unit = "sglang-" + "q" * (254 - len("sglang-.service")) + ".service"  # 254 bytes
+    hook = _cli("hook", "install", "-u", long_unit, "--root", tmp_path)
+    assert hook.returncode == 2 and "longer than 255 bytes" in hook.stderr
+    assert not list(tmp_path.rglob("*.conf"))
 
 
 def test_long_names_that_share_a_start_get_different_stems() -> None:

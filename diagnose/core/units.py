@@ -81,3 +81,15 @@ def check_unit_name(unit: str) -> str:
     if not is_unit_name(unit) or unit.startswith((".", "-")) or ".." in unit:
         raise UserError(f"{escape_unit(unit)}: not a unit name I can write a drop-in for")
     return unit
+
+
+def check_dropin_unit(unit: str) -> str:
+    """:func:`check_unit_name`, and ``UNIT.d`` a file name the file system takes: a unit name
+    of 254 or 255 bytes is valid, but no drop-in directory can be named for it."""
+    check_unit_name(unit)
+    if len(f"{unit}.d".encode("utf-8", "surrogateescape")) > NAME_MAX:
+        raise UserError(
+            f"{unit}: its drop-in directory would be a name longer than {NAME_MAX} bytes",
+            help="systemd cannot read a drop-in for it either: give the unit a shorter name",
+        )
+    return unit
