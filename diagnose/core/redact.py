@@ -241,8 +241,12 @@ def _key_spans(value: str) -> tuple[list[Span], str | None]:
             quoted = _QUOTED.match(value, rest) or _OPEN_QUOTED.match(value, rest)
             bare = None if quoted else _BARE.match(value, rest)
             secret = quoted or bare
-            if secret is None or not _is_secret_value(secret.group("secret")):
+            if secret is None:
                 continue
+            cut = secret.end("secret") == len(value) and len(value) >= WRAP_WIDTH
+            shown = secret.group("secret")
+            if not _is_secret_value(shown) and not (cut and _PLAIN_NUMBER.fullmatch(shown)):
+                continue  # (a short number is a secret's start where a terminal cut it)
             start = secret.start("secret")
             if value[start : start + 6].lower() == "bearer":
                 continue  # the bearer rule takes the token after it

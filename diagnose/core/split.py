@@ -134,8 +134,10 @@ class UnitSplitter:
             return self._hold(process, event, self._streams[process])
         if record.engine is None and TRACEBACK_START not in record.text:
             return None  # not (yet) an engine's process: sudo, a shell, a wrapper
-        if self._waiting:
-            unit = self._waiting.popleft()
+        fitting = [u for u in self._waiting if self._engines.get(u) in (None, record.engine)]
+        if fitting:  # the service started last whose processes are this engine's (or unknown)
+            unit = fitting[0]
+            self._waiting.remove(unit)
         elif len(self._units) == 1 and self._engines.get(self._units[0]) in (None, record.engine):
             unit = self._units[0]
         elif len(self._units) == 1 and record.engine is not None:
