@@ -278,6 +278,41 @@ def test_every_time_format_takes_any_date_and_offset(
 
 @given(
     st.one_of(
+        st.builds(
+            lambda y, m, d, off: f"{y:04}-{m:02}-{d:02}T23:59:59{off}",
+            st.integers(0, 9999),
+            st.integers(1, 12),
+            st.integers(1, 28),
+            _OFFSETS | st.just(""),
+        ),
+        st.integers(-(10**30), 10**30).map(lambda n: f"@{n}"),
+        st.integers(0, 10**30).map(lambda n: f"-{n}d"),
+        st.text(max_size=30),
+    )
+)
+def test_a_journal_time_argument_is_a_time_or_a_user_error(text: str) -> None:
+    from datetime import datetime, timezone
+
+    from diagnose.inputs.journal import parse_time
+
+    now = datetime(2026, 3, 3, tzinfo=timezone.utc)
+    try:
+        stamp = parse_time(text, now)
+    except UserError:
+        return
+    assert stamp.tzinfo is not None
+
+
+@needs_journal
+def test_a_since_or_until_past_the_calendar_exits_2(tmp_path: Path) -> None:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
+    for option, value in (("--until", "0001-01-01"), ("--since", "9999-12-31T23:59:59-23:59")):
+        result = _cli("journal", "-u", "sglang-qwen", "--file", journal, option, value)
+        assert result.returncode == 2 and "out of range" in result.stderr, result.stderr
+
+
+@given(
+    st.one_of(
         st.integers(-(10**600), 10**600).map(str),
         st.floats(allow_nan=True, allow_infinity=True).map(repr),
         st.from_regex(r"[+-]?\d{1,500}(\.\d{0,20})?([eE][+-]?\d{1,5})?", fullmatch=True),
@@ -296,6 +331,41 @@ def test_preflight_values_take_any_number(value: str, name: str) -> None:
     assert len(notes) <= 1
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "x", f"--{name}", value]
     config_values(LaunchConfig(argv=argv, environment={}))
+
+
+def test_every_example_with_numbers_of_hundreds_of_digits_gives_a_report() -> None:
+    """Each positive example of the library with every number made 400 digits long (past a
+    float's range): matching, derived values, templates and ranking stay total."""
+    import re as re_module
+
+    from diagnose.core.engine import Engine
+    from diagnose.inputs.files import LogInput
+    from diagnose.inputs.pipeline import run_logs
+    from diagnose.library import load_facts, load_library
+
+    library, facts = load_library(include_user_dirs=False), load_facts()
+    for signature in library:
+        for example in signature.examples.positive:
+            log = re_module.sub(r"\d+", "9" * 400, example.log)
+            engine = Engine(library, facts=facts)
+            data = LogInput(path=None, name="x.log", data=log.encode())
+            run_logs(engine, [data])
+            engine.finish(inputs=[data.summary()])
+
+
+def test_a_version_or_a_port_of_thousands_of_digits_is_no_crash(tmp_path: Path) -> None:
+    huge = "9" * 5000  # past the digits int() reads from text
+    log = (
+        f"(APIServer pid=1) INFO 03-17 10:00:33 [api_server.py:1896] vLLM API server version "
+        f"0.{huge}.1\n(APIServer pid=1) ERROR 03-17 10:00:34 [x.py:1] RuntimeError: boom\n"
+    )
+    _through_file_and_stdin(tmp_path, log.encode())
+    version = _cli("file", "-", "--engine-version", f"sglang=={huge}", stdin=log.encode())
+    assert version.returncode == 2 and "ENGINE==VERSION" in version.stderr
+    docker = ["docker", "run", "-p", f"{huge}:{huge}", "img", "python", "-m"]
+    launch = ["sglang.launch_server", "--model-path", "x", "--tp-size", huge]
+    result = _cli("preflight", "--no-gpu", "--no-port", "--", *docker, *launch)
+    assert result.returncode in (0, 1), result.stderr
 
 
 @pytest.mark.parametrize(

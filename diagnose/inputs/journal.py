@@ -131,7 +131,13 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         except ValueError:
             pass
         else:
-            return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.astimezone()
+            try:
+                return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.astimezone()
+            except (ValueError, OverflowError):  # 9999-12-31T23:59-23:59 is past year 9999
+                raise UserError(
+                    f"{text!r}: out of range: in UTC it is before year 1 or after 9999",
+                    help="give a time within the journal's years",
+                ) from None
     raise UserError(
         f"{text!r}: not a time I can read",
         help="use '2026-03-03 11:50', '@1772538790', '-2h', 'today' or 'yesterday'",
