@@ -5,13 +5,14 @@ what must never come out the other side."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnose.core.dropin import UnsafeDropin, render_dropin, render_fixes
@@ -131,6 +132,40 @@ def test_journal_and_hook_refuse_a_unit_name_that_is_not_one(tmp_path: Path) -> 
     hook = _cli("hook", "install", "-u", "x.service\n[Service]", "--root", tmp_path)
     assert hook.returncode == 2 and "not a unit name" in hook.stderr
     assert not list(tmp_path.rglob("*.conf"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.text(min_size=1, max_size=80)
+    | st.builds(lambda a, b: f"{a}.service\n{b}", st.text(max_size=20), st.text(max_size=40))
+)
+def test_any_unit_name_in_an_export_never_becomes_a_line_of_the_drop_in(unit: str) -> None:
+    import tempfile
+
+    from tests.conftest import invoke
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as export:
+        export.write(_export_with_unit(unit))
+        export.flush()
+        results = {fmt: invoke(["file", export.name, "-f", fmt]) for fmt in ("text", "json")}
+    for fmt, result in results.items():
+        assert result.exit_code in (0, 1), result.output
+        output = result.stdout
+        if fmt == "json":
+            report = json.loads(output)
+            shown = report["unit"] or ""
+            assert shown.isprintable(), shown
+            dropins = [f["patch"]["dropin"] for f in report["findings"] if f.get("patch")]
+            for dropin in filter(None, dropins):
+                header = dropin.splitlines()[0]
+                assert header.startswith("# /etc/systemd/system/") and is_unit_name(
+                    header.removeprefix("# /etc/systemd/system/").removesuffix(
+                        ".d/zz-diagnose.conf"
+                    )
+                )
+        for line in output.splitlines():
+            if line.startswith("systemctl restart "):
+                assert is_unit_name(shlex.split(line)[2]), line
 
 
 def test_drop_in_rendering_refuses_control_characters_in_any_key_or_value() -> None:
