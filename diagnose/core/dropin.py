@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from diagnose.core.errors import UserError
 from diagnose.core.models import Patch
 from diagnose.core.units import is_unit_name
 
@@ -20,9 +21,9 @@ _SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-class UnsafeDropin(ValueError):
+class UnsafeDropin(UserError):
     """A key or value with a control character: written into a unit file, a newline would
-    start a setting of its own."""
+    start a setting of its own. Never written (exit 2 where nothing else is shown)."""
 
 
 def _words(patch: Patch) -> list[str]:
@@ -37,7 +38,10 @@ def refuse_control(*texts: str) -> None:
     """Raise :class:`UnsafeDropin` when any of ``texts`` holds a control character."""
     for text in texts:
         if _CONTROL.search(text):
-            raise UnsafeDropin(f"refused: a control character in {text!r} for a drop-in")
+            raise UnsafeDropin(
+                f"refused: a control character in {text!r} for a drop-in",
+                help="a value from the log may not start a line of a unit file",
+            )
 
 
 def quote_word(word: str) -> str:

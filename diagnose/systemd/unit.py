@@ -773,7 +773,7 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
     try:
         dropin = render_dropin(patch, config.name, exec_start=exec_start, notes=_notes(comments))
     except UnsafeDropin as refused:
-        return RenderedPatch(None, diff, None, str(refused))
+        return RenderedPatch(None, diff, None, refused.message)
     return RenderedPatch(dropin, diff, exec_start, note)
 
 
