@@ -786,11 +786,11 @@ def _cli_env(*args: str | Path, env: dict[str, str], stdin: bytes | None = None)
 
 
 def _commands_of_checks(report: dict) -> list[str]:
-    from diagnose.render.text import _COMMAND_SPAN
+    from diagnose.render.text import copied_commands
 
     shown = [f for f in report["findings"] if f["role"] != "symptom"]  # (a symptom: its title)
     checks = [c for f in shown for c in f["next_checks"]]
-    return [m.group("command") for c in checks for m in _COMMAND_SPAN.finditer(c)]
+    return [m.group("command") for c in checks for m in copied_commands(c)]
 
 
 def _fits(output: str, width: int, whole: list[str]) -> None:

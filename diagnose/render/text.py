@@ -52,10 +52,24 @@ _WHOLE = re.compile(
     r"|\bpip3? install(?: -[-\w]+)*(?: '[^'\n]*'| \"[^\"\n]*\")+"  # pip install 'x==1'
 )
 """What wrapping never splits."""
-_COMMAND_SPAN = re.compile(r"`(?P<command>[a-z][\w./-]* [^`\n]{12,}?)(?<!\.)`")
-"""A code span that is a command long enough to copy: a program's name (lower case), then
-its arguments; not a flag, a value or a log line (``Capture cuda graph end.``). It goes
-whole on a line of its own; a shorter one stays in its sentence, whole."""
+_COMMAND_SPAN = re.compile(r"`(?P<command>[a-z][\w./-]* [^`\n]+?)(?<!\.)`")
+"""A code span that is a command: a program's name (lower case), then its arguments; not a
+flag, a value or a log line (``Capture cuda graph end.``)."""
+_OWN_LINE = 24
+"""A command this long goes on a line of its own; a shorter one too where it starts or ends
+its check, else it stays in its sentence (a list in parentheses), whole."""
+
+
+def copied_commands(check: str) -> list[re.Match[str]]:
+    """The commands of a next check that are printed whole, each on a line of its own."""
+    out = []
+    for found in _COMMAND_SPAN.finditer(check):
+        before, after = check[: found.start()], check[found.end() :]
+        listed = before.count("(") > before.count(")")  # one of a list in parentheses
+        at_an_end = not before.strip() or not re.search(r"\w", after)
+        if len(found.group("command")) >= _OWN_LINE or (at_an_end and not listed):
+            out.append(found)
+    return out
 
 
 def wrap(text: str, width: int) -> list[str]:
@@ -114,7 +128,7 @@ def _check(check: str, width: int) -> list[Verbatim]:
     """A next check: its words wrapped, each command in it on a line of its own, whole."""
     out: list[Verbatim] = []
     last = 0
-    for match in _COMMAND_SPAN.finditer(check):
+    for match in copied_commands(check):
         before = _said(check[last : match.start()], width, first=not out)
         indent = "      " if out or before else "  - "  # a check that starts with it
         out += [*before, Verbatim(indent + match.group("command"))]
