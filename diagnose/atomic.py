@@ -24,6 +24,9 @@ def write_atomically(
     write_bytes_atomically(path, text.encode("utf-8", errors), mode)
 
 
+_TEMPORARY_ROOM = 255 - len("..XXXXXXXX.tmp")
+
+
 def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) -> None:
     """:func:`write_atomically` for bytes."""
     target = Path(os.path.realpath(path))
@@ -36,9 +39,9 @@ def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) 
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         _write_in_place(target, content)
         return
-    descriptor, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
+    # the temporary name is the target's with 14 bytes more: cut so that it fits in 255
+    name = os.fsencode(target.name)[:_TEMPORARY_ROOM].decode("utf-8", "ignore")
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".tmp")
     try:
         with open(descriptor, "wb") as handle:
             handle.write(content)

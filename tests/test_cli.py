@@ -40,7 +40,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     config = str(tmp_path / "config")
     monkeypatch.setenv("XDG_CONFIG_HOME", config)
     monkeypatch.chdir(REPO)
-    return {**os.environ, "XDG_CONFIG_HOME": config, "COLUMNS": "100"}
+    return {**os.environ, "XDG_CONFIG_HOME": config, "COLUMNS": "80"}
 
 
 def run(

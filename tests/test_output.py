@@ -100,13 +100,20 @@ def test_at_60_columns_the_dropin_lines_are_printed_verbatim() -> None:
     assert _contains_block(result.stdout, dropin), result.stdout
     assert not any(ch in result.stdout for ch in "│╭╮╰╯"), "no border around anything"
     # the prose is wrapped to the width; only what is copied (the drop-in, the next checks'
-    # commands, links) may be longer, and is then one line for the terminal to fold
+    # commands, each on a line of its own, a code span too long for the width, links) may be
+    # longer, and is then one line for the terminal to fold
     long_lines = [line for line in result.stdout.splitlines() if len(line) > 60]
-    copied = [line for line in long_lines if line in dropin or line.startswith(("  - ", "  http"))]
+    copied = [
+        line
+        for line in long_lines
+        if line in dropin
+        or line.startswith(("  - ", "  http"))
+        or (line.strip().startswith("`") and line.strip().count("`") == 2)
+    ]
     assert long_lines == copied, long_lines
-    assert (
-        "  - `python -c 'import sglang; print(sglang.__version__)'`: from 0.5.15" in result.stdout
-    )
+    lines = result.stdout.splitlines()
+    assert "  - python -c 'import sglang; print(sglang.__version__)'" in lines
+    assert "    from 0.5.15 the flag is `--mamba-radix-cache-strategy`" in lines
 
 
 def test_the_commands_to_run_follow_the_dropin_as_plain_lines() -> None:
@@ -196,16 +203,16 @@ def test_columns_sets_the_width_in_a_pipe() -> None:
     ("env", "tty", "expected"),
     [
         ({}, True, (True, 120, True)),
-        ({}, False, (False, 100, False)),
+        ({}, False, (False, 80, False)),
         ({"NO_COLOR": "1"}, True, (False, 120, True)),
         ({"NO_COLOR": ""}, True, (True, 120, True)),  # empty: not set (no-color.org)
-        ({"FORCE_COLOR": "1"}, False, (True, 100, False)),
-        ({"FORCE_COLOR": "0"}, False, (False, 100, False)),
-        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, (False, 100, False)),
+        ({"FORCE_COLOR": "1"}, False, (True, 80, False)),
+        ({"FORCE_COLOR": "0"}, False, (False, 80, False)),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, (False, 80, False)),
         ({"TERM": "dumb"}, True, (False, 120, False)),
         ({"COLUMNS": "60"}, True, (True, 60, True)),
         ({"COLUMNS": "60"}, False, (False, 60, False)),
-        ({"COLUMNS": "wide"}, False, (False, 100, False)),
+        ({"COLUMNS": "wide"}, False, (False, 80, False)),
     ],
 )
 def test_terminal_conventions(env: dict[str, str], tty: bool, expected: tuple) -> None:

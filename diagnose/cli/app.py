@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click import _textwrap
+from typer.core import TyperArgument, TyperOption
 
 from diagnose import __version__
 from diagnose.cli import common
@@ -24,6 +26,39 @@ from diagnose.runs.defaults import POSTMORTEM_DIR, SIGNATURE_DRAFTS_DIR, ListFor
 # Command modules are imported inside the commands that use them: `--help`, `--version` and
 # a JSON report load only what they need (start-up is the speed users feel most).
 
+_VALUE_WORDS = {"path": "PATH", "Path": "PATH", "str": "TEXT", "int": "N", "float": "NUMBER"}
+
+
+def _value_word(self: TyperOption, ctx: Any) -> str | None:
+    """What ``--help`` shows an option takes: its value as one short word (``PATH``,
+    ``TEXT``, ``N``) or its few choices, not a Python type (``<list[Path]>``); a switch
+    shows none."""
+    if self.is_flag or self.count:
+        return None
+    if self.metavar is not None:
+        return self.metavar
+    label = self.display_type(ctx).strip("<>").removeprefix("list[").removesuffix("]")
+    return _VALUE_WORDS.get(label.split(" ")[0], label)
+
+
+def _argument_word(self: Any, ctx: Any) -> str | None:
+    return None  # (its name says it: ``paths...``)
+
+
+TyperOption.display_type_rich = _value_word  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _argument_word  # type: ignore[method-assign]
+# plain help (click's layout: the descriptions take what the option names leave of the
+# width), wrapped at spaces only: `--drop-in=zz-diagnose` and `self-contained` stay whole
+
+
+class _WholeWords(_textwrap.TextWrapper):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.break_on_hyphens = False
+
+
+_textwrap.TextWrapper = _WholeWords  # type: ignore[misc]
+
 app = typer.Typer(
     name="diagnose",
     help="Why did the LLM server fail to start, and what to change.",
@@ -31,6 +66,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's plain help (sub-commands inherit it), not rich's table
 )
 signatures_app = typer.Typer(
     help="List, show, test and lint the signature library.", no_args_is_help=True
@@ -66,6 +102,7 @@ FormatOption = Annotated[
     typer.Option(
         "--format",
         "-f",
+        metavar="FORMAT",
         help="text (for a terminal), json (the contract, docs/contract.md), markdown or html "
         "(a postmortem with a timeline; html is one self-contained file). "
         "Example: -f markdown -o postmortem.md",
@@ -94,7 +131,13 @@ OUTPUT_EPILOG = (
     "the commands to run are never wrapped). Exit codes: 0 no failure found, 1 findings, "
     "2 user error, 3 internal error."
 )
-FailOnOption = Annotated[FailOn, typer.Option(help="Lowest severity that makes the exit code 1.")]
+FailOnOption = Annotated[
+    FailOn,
+    typer.Option(
+        metavar="LEVEL",
+        help="The lowest severity that makes the exit code 1: critical, error, warning or info.",
+    ),
+]
 HangAfterOption = Annotated[
     str | None,
     typer.Option(help="Quiet time after a startup step that counts as a hang (default 5m)."),

@@ -5,7 +5,9 @@ time of the failure's last journal entry."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,6 +22,8 @@ from diagnose.runs.journal import JournalOptions, JournalResult, Say, diagnose_j
 from diagnose.runs.output import write_report
 
 STAMP = "%Y%m%dT%H%M%SZ"
+NAME_MAX = 255
+"""The longest file name most file systems take, in bytes."""
 _NAME = re.compile(r"^(?P<unit>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
 
 
@@ -44,8 +48,32 @@ def _directory(directory: Path) -> None:
         raise UserError(f"{directory}: cannot create: {error.strerror}") from None
 
 
-def report_stem(unit: str, when: datetime) -> str:
-    return f"{unit}-{when.astimezone(timezone.utc).strftime(STAMP)}"
+def report_stem(unit: str, when: datetime, name_max: int = NAME_MAX) -> str:
+    """``UNIT-YYYYmmddTHHMMSSZ``; where ``.json`` after it would pass the file system's
+    longest name (a unit name may itself be 255 bytes), the unit is cut and a stable hash
+    of the whole name keeps it apart from others that start the same way.
+
+    >>> report_stem("a.service", datetime(2026, 3, 3, 11, 53, 31, tzinfo=timezone.utc))
+    'a.service-20260303T115331Z'
+    >>> stem = report_stem("x" * 250 + ".service", datetime(2026, 3, 3, tzinfo=timezone.utc))
+    >>> len(stem + ".json"), stem[-30:]
+    (255, '~469261b4bf33-20260303T000000Z')
+    """
+    stamp = f"-{when.astimezone(timezone.utc).strftime(STAMP)}"
+    if len(f"{unit}{stamp}.json".encode()) <= name_max:
+        return f"{unit}{stamp}"
+    digest = "~" + hashlib.sha256(unit.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    room = name_max - len(f"{digest}{stamp}.json")
+    head = unit.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return f"{head}{digest}{stamp}"
+
+
+def _name_max(directory: Path) -> int:
+    """The longest file name ``directory``'s file system takes (255 where it does not say)."""
+    try:
+        return min(os.pathconf(directory, "PC_NAME_MAX"), NAME_MAX)
+    except (OSError, ValueError):
+        return NAME_MAX
 
 
 def write(
@@ -62,7 +90,7 @@ def write(
     unit = diagnosis.unit or result.scope.unit
     failed_at = from_usec(result.scope.attempts[-1].last_us)
     _directory(directory)
-    stem = report_stem(unit, failed_at)
+    stem = report_stem(unit, failed_at, _name_max(directory))
     markdown, report = directory / f"{stem}.md", directory / f"{stem}.json"
     write_report(markdown, render(diagnosis, "markdown"))
     write_report(report, render(diagnosis, "json"))

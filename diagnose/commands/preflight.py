@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from diagnose.core import expr
 from diagnose.core.changes import all_fixes, incident_of, new_fixes
 from diagnose.core.dropin import Fix, flag_groups, secret_names
 from diagnose.core.errors import UserError
@@ -587,6 +588,7 @@ def gather(
         notes.append(version.describe())
         parsed = parse_command(argv, version)
     environment = {**environment, **parsed.environment}
+    notes += out_of_range_values(parsed.args)
     config = LaunchConfig(
         argv=argv,
         environment=environment,
@@ -626,12 +628,42 @@ def gather(
         defaults = profile(parsed.engine).defaults
         host = str(parsed.args.get("host") or defaults["host"])
         port_text = str(parsed.args.get("port", defaults["port"]))
-        if port_text.isdigit():
+        if port_text.isdigit() and (len(port_text) > 5 or int(port_text) > 65535):
+            notes.append(f"port {_shortened(port_text)}: not a port number (0-65535); not checked")
+        elif port_text.isdigit():
             port = parsed.published.get(int(port_text), int(port_text))
             config.port = check_port(host, port, config.own_pids)
             if config.port.in_use is None:
                 notes.append(f"port {host}:{port}: could not check (not a local address?)")
     return config, unit
+
+
+_NUMERIC = re.compile(
+    r"[+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan|infinity)", re.I
+)
+
+
+def out_of_range_values(args: Mapping[str, Any]) -> list[str]:
+    """A note for each flag whose value reads as a number no check can hold (``--tp-size``
+    of hundreds of digits, ``1e400``, ``nan``): the checks that need it are left out.
+
+    >>> out_of_range_values({"tp_size": "1" + "0" * 400, "port": "30000"})
+    ['--tp-size 1000000000…0000000000 (401 characters): out of range for a number; not checked']
+    """
+    notes = []
+    for name, value in args.items():
+        if (
+            isinstance(value, str)
+            and _NUMERIC.fullmatch(value.strip())
+            and expr.as_number(value) is None
+        ):
+            flag = "--" + name.replace("_", "-")
+            notes.append(f"{flag} {_shortened(value)}: out of range for a number; not checked")
+    return notes
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}…{text[-10:]} ({len(text)} characters)"
 
 
 def _inputs(options: PreflightOptions, unit: UnitConfig | None) -> list[InputSummary]:

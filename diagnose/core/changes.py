@@ -41,6 +41,7 @@ from diagnose.core.models import (
     Role,
     Severity,
 )
+from diagnose.core.units import escape_unit, is_unit_name
 
 
 def _flag(word: str) -> str:
@@ -259,7 +260,9 @@ def rendered(
             "here): make them in ExecStart= too, or the restart fails the same way"
         )
     dropin = None
-    if unit is not None and fix_plan.changes:  # nothing new: the installed file stands
+    if unit is not None and not is_unit_name(unit):  # a name from the log, never a file's
+        why_not = f"`{escape_unit(unit)}` is not a unit name, so no drop-in is written for it"
+    elif unit is not None and fix_plan.changes:  # nothing new: the installed file stands
         dropin = render_fixes(unit, fixes, exec_start, head)
         if not head:  # a new file: say where it goes (kept as its own text once written)
             dropin = f"# /etc/systemd/system/{unit}.d/{DROPIN_NAME}\n" + dropin

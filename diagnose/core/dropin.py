@@ -11,12 +11,38 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from diagnose.core.errors import UserError
 from diagnose.core.models import Patch
 from diagnose.core.redact import secret_name
+from diagnose.core.units import is_unit_name
 
 DROPIN_NAME = "zz-diagnose.conf"
 """diagnose's drop-in: after ``override.conf`` and numbered ones (systemd applies them by name)."""
 _SAFE_WORD = re.compile(r"^[^\s'\"\\;]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class UnsafeDropin(UserError):
+    """A key or value with a control character: written into a unit file, a newline would
+    start a setting of its own. Never written (exit 2 where nothing else is shown)."""
+
+
+def _words(patch: Patch) -> list[str]:
+    """Every key and value of ``patch`` that a drop-in would carry."""
+    return [
+        *patch.env_set, *patch.env_set.values(), *patch.env_unset, *patch.unit_set,
+        *patch.unit_set.values(), *patch.args_add, *patch.args_remove,
+    ]  # fmt: skip
+
+
+def refuse_control(*texts: str) -> None:
+    """Raise :class:`UnsafeDropin` when any of ``texts`` holds a control character."""
+    for text in texts:
+        if _CONTROL.search(text):
+            raise UnsafeDropin(
+                f"refused: a control character in {text!r} for a drop-in",
+                help="a value from the log may not start a line of a unit file",
+            )
 
 
 def quote_word(word: str) -> str:
@@ -115,8 +141,10 @@ def render_dropin(
     drop-in resets ``ExecStart=`` and repeats the whole new command line. ``notes`` become
     comment lines under the header (what the drop-in changes in the effective unit).
     """
-    if unit is None or patch.is_empty():
-        return None
+    if unit is None or patch.is_empty() or not is_unit_name(unit):
+        return None  # (a name that is not a unit name is never part of a path)
+    # (ExecCommand.render continues a long command line on the next with a backslash)
+    refuse_control(*_words(patch), (exec_start or "").replace("\\\n", ""), *notes)
     sections: dict[str, list[str]] = {"Service": []}
     service = sections["Service"]
     service += environment_lines(patch.env_set, unit)
@@ -208,6 +236,7 @@ def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> s
     ``--remove`` can rebuild the drop-in."""
     whole = without_secrets(fix.patch).model_copy(update={"dropin": None})
     patch = settings if settings is not None else whole
+    refuse_control(fix.id, fix.incident, fix.signature, *_words(whole))
     lines = [
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
@@ -231,6 +260,9 @@ def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> s
 def render_fixes(unit: str, fixes: Sequence[Fix], exec_start: str | None, head: str = "") -> str:
     """diagnose's drop-in for ``unit``: ``head`` (text that is not ours, kept as it was), every
     fix's block in order, then the command line with all their flag changes."""
+    if not is_unit_name(unit):
+        raise UnsafeDropin(f"refused: {unit!r} is not a unit name")
+    refuse_control((exec_start or "").replace("\\\n", ""))
     out = head
     if out and not out.endswith("\n"):
         out += "\n"

@@ -111,17 +111,23 @@ class ExpressionError(ValueError):
 
 
 def as_number(value: Any) -> float | None:
-    """The numeric value of a capture, or None when it is not a number."""
+    """The numeric value of a capture, or None when it is not a finite number.
+
+    >>> as_number("1,024"), as_number("1" + "0" * 400), as_number("nan"), as_number(10**400)
+    (1024.0, None, None, None)
+    """
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.replace(",", ""))
-        except ValueError:
+    try:
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, str):
+            number = float(value.replace(",", ""))
+        else:
             return None
-    return None
+    except (ValueError, OverflowError):  # (an int past float's range overflows)
+        return None
+    return number if math.isfinite(number) else None  # 1e400, nan: no number to compare
 
 
 _MEMBERSHIP = re.compile(r"^\s*(?P<left>\S+)\s+(?P<op>not\s+in|in)\s+(?P<right>\S.*?)\s*$")

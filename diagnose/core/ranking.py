@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.core import expr
-from diagnose.core.dropin import render_dropin
+from diagnose.core.dropin import UnsafeDropin, render_dropin
 from diagnose.core.models import (
     Confidence,
     Evidence,
@@ -200,7 +200,11 @@ def _patch(
     )
     if patch.is_empty():
         return None, note
-    return patch.model_copy(update={"dropin": render_dropin(patch, unit)}), note
+    try:
+        dropin = render_dropin(patch, unit)
+    except UnsafeDropin:  # a value taken from the log would start a line of its own
+        return None, "No fix is shown: a value it would write holds a control character."
+    return patch.model_copy(update={"dropin": dropin}), note
 
 
 def is_failure(signature: Signature) -> bool:
@@ -221,6 +225,40 @@ def no_signature_decided(drafts: list[Draft]) -> bool:
     """No hand-written signature names a failure: nothing fired, or only the catch-all.
     The one place where a later tier (mined templates, known issues) may decide instead."""
     return all(is_catch_all(d.signature) for d in drafts if is_failure(d.signature))
+
+
+SHARED_EVIDENCE = {
+    "port": "port",
+    "master_port": "port",
+    "gpu": "GPU",
+    "pci": "GPU",
+    "device": "GPU",
+}
+"""Captures that name a thing two services can share: a link between their findings needs
+one of them with the same value in both."""
+
+
+def _services(draft: Draft) -> set[tuple[str | None, str]]:
+    """The (host, unit) pairs the draft's evidence names."""
+    return {(e.host, e.unit) for e in draft.evidence if e.unit}
+
+
+def shared_evidence(draft: Draft, cause: Draft) -> str | None:
+    """Whether ``draft`` may follow from ``cause``: None when both are of one service (or
+    either names none); else what they share (``the same port 30000``), or ``""`` for nothing,
+    which keeps them apart."""
+    mine, theirs = _services(draft), _services(cause)
+    if not mine or not theirs or mine & theirs:
+        return None
+    for key, what in SHARED_EVIDENCE.items():
+        value = draft.values.get(key)
+        if value not in (None, "") and any(
+            cause.values.get(other) == value
+            for other, kind in SHARED_EVIDENCE.items()
+            if kind == what
+        ):
+            return f"the same {what} {value}"
+    return ""
 
 
 def rank(drafts: list[Draft]) -> list[Finding]:
@@ -269,8 +307,13 @@ def rank(drafts: list[Draft]) -> list[Finding]:
     findings = []
     for draft in ordered:
         signature = draft.signature
+        cause = cause_of.get(id(draft), primary)
+        shared = shared_evidence(draft, cause) if cause is not None else None
         if draft is primary:
             role, caused_by = Role.ROOT_CAUSE, None
+        elif shared == "":  # another service's: nothing ties it to this one's cause
+            role = Role.ADVISORY if signature.role is Role.ADVISORY else Role.SYMPTOM
+            caused_by = None
         elif id(draft) in cause_of:
             role, caused_by = Role.SYMPTOM, ids[id(cause_of[id(draft)])]
         elif signature.role is Role.ADVISORY or signature.severity.rank < Severity.ERROR.rank:
@@ -289,7 +332,15 @@ def rank(drafts: list[Draft]) -> list[Finding]:
                 caused_by=caused_by,
                 title=signature.title,
                 explanation=" ".join(
-                    [*fill_texts(signature, signature.explanation, values), *draft.versions.notes()]
+                    [
+                        *fill_texts(signature, signature.explanation, values),
+                        *draft.versions.notes(),
+                        *(
+                            [f"It follows from another service's failure: {shared}."]
+                            if shared
+                            else []
+                        ),
+                    ]
                 ),
                 confidence=draft.confidence,
                 evidence=draft.evidence,

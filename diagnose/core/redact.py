@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from diagnose.core.models import Diagnosis
+from diagnose.core.models import Diagnosis, Evidence
 
 MAX_SECRET = 512
 """The longest value a key rule takes; a longer one is cut there (the rest is not a key)."""
@@ -68,6 +68,15 @@ _FLAG = re.compile(r"(?<![A-Za-z0-9_-])--(?P<key>[A-Za-z][A-Za-z0-9_-]{0,63})(?:
 _LIST_OPEN = re.compile(r"[\[(][ \t]*(?=['\"])")
 _QUOTED = re.compile(rf"""(?P<quote>['"])(?P<secret>[^'"\n]{{1,{MAX_SECRET}}})(?P=quote)""")
 _BARE = re.compile(rf"""(?P<secret>[^\s'",;)}}\]&<>]{{1,{MAX_SECRET}}})""")
+
+_OPEN_QUOTED = re.compile(rf"""(?P<quote>['"])(?P<secret>[^'"\n]{{1,{MAX_SECRET}}})$""")
+"""A quoted value whose closing quote is on the next line: a terminal wrapped it."""
+WRAP_WIDTH = 80
+"""A line this long or longer that ends inside a bare secret was wrapped by a terminal (the
+narrowest one people use); a shorter one ended where the secret did."""
+_BARE_REST = re.compile(r"(?P<secret>[A-Za-z0-9_+/.~-]{1,512}={0,2})(?=[\s'\",;)}\]]|$)")
+_LOG_LINE_START = re.compile(r"\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d |\[|\(")
+"""What a new log line starts with (a date, a bracketed prefix): never a secret's rest."""
 
 _WRAP = r"(?:\n[ \t]*[A-Za-z0-9_+/=-]{1,200}(?=\n|$))?"
 """The rest of a token that a terminal or a logger wrapped onto a line of its own."""
@@ -150,11 +159,17 @@ Span = tuple[int, int, str]
 """Start, end and kind of a secret in a text."""
 
 
+Cut = tuple[int, str, str]
+"""Where a secret that goes on in the next line begins, its kind, and the quote that will
+close it (empty for a bare value)."""
+
+
 @functools.lru_cache(maxsize=4096)
-def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None]:
+def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None, Cut | None]:
     """Where ``value`` holds secrets; whether it opens a PEM block that goes on past its end;
-    the kind of a secret whose value is on the next line, if one is. Pure, so cached:
-    ``redact`` reads every text twice (learning the secrets, then replacing them)."""
+    the kind of a secret whose value is on the next line, if one is; a secret cut at the end
+    of ``value`` (a wrapped line), if one is. Pure, so cached: ``redact`` reads every text
+    twice (learning the secrets, then replacing them)."""
     pem, opens_pem = _pem_spans(value)
     spans = [*pem]
     lowered = value.lower()
@@ -168,9 +183,22 @@ def _secret_spans(value: str) -> tuple[tuple[Span, ...], bool, str | None]:
     # a secret name, its separators (_ . -) left out, holds one of the endings
     compact = lowered.replace("_", "").replace(".", "").replace("-", "")
     if not any(ending in compact for ending in _SECRET_ENDINGS):
-        return (*spans,), opens_pem, None
+        return (*spans,), opens_pem, None, _cut(value, spans)
     keyed, awaiting = _key_spans(value)
-    return (*spans, *keyed), opens_pem, awaiting
+    return (*spans, *keyed), opens_pem, awaiting, _cut(value, [*spans, *keyed])
+
+
+def _cut(value: str, spans: list[Span]) -> Cut | None:
+    """The secret that ``value`` ends inside, if a terminal cut it there: a quoted value not
+    yet closed, or a bare one that fills a line as wide as a terminal."""
+    for start, end, kind in spans:
+        if end != len(value) or kind == "private_key":
+            continue
+        if start and value[start - 1] in "'\"" and value[start - 1] not in value[start:]:
+            return start, kind, value[start - 1]
+        if len(value) >= WRAP_WIDTH:
+            return start, kind, ""
+    return None
 
 
 def _pem_spans(value: str) -> tuple[list[Span], bool]:
@@ -210,11 +238,15 @@ def _key_spans(value: str) -> tuple[list[Span], str | None]:
                 rest = found.end()
             listed = _LIST_OPEN.match(value, rest)  # {'api_key': ['...']}
             rest = listed.end() if listed else rest
-            quoted = _QUOTED.match(value, rest)
+            quoted = _QUOTED.match(value, rest) or _OPEN_QUOTED.match(value, rest)
             bare = None if quoted else _BARE.match(value, rest)
             secret = quoted or bare
-            if secret is None or not _is_secret_value(secret.group("secret")):
+            if secret is None:
                 continue
+            cut = secret.end("secret") == len(value) and len(value) >= WRAP_WIDTH
+            shown = secret.group("secret")
+            if not _is_secret_value(shown) and not (cut and _PLAIN_NUMBER.fullmatch(shown)):
+                continue  # (a short number is a secret's start where a terminal cut it)
             start = secret.start("secret")
             if value[start : start + 6].lower() == "bearer":
                 continue  # the bearer rule takes the token after it
@@ -233,6 +265,8 @@ class Redactor:
         self._known: re.Pattern[str] | None = None
         self._in_pem = False
         self._awaiting_value: str | None = None
+        self._cut: tuple[str, str, str] | None = None
+        """The kind, closing quote and first part of a secret the last line ended inside."""
 
     # -- placeholders ----------------------------------------------------------------------
 
@@ -251,12 +285,14 @@ class Redactor:
             self.value(value)
         self._in_pem = False
         self._awaiting_value = None
+        self._cut = None
 
     # -- strings ---------------------------------------------------------------------------
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced."""
-        spans, opens_pem, awaiting = _secret_spans(value)
+        spans, opens_pem, awaiting, cut = _secret_spans(value)
+        self._cut = (cut[1], cut[2], value[cut[0] :]) if cut is not None else None
         if opens_pem:
             self._in_pem = True  # the block goes on in the next line
         if awaiting is not None:
@@ -287,12 +323,31 @@ class Redactor:
             hidden = self._placeholder("private_key", body) if body.strip() else body
             return hidden + self.text(line[end.start() :])
         awaiting, self._awaiting_value = self._awaiting_value, None
+        cut, self._cut = self._cut, None
+        if cut is not None:
+            line = self._rest_of(cut, line)
         if awaiting is not None:
             first = re.match(r"[ \t]*(?P<secret>[^\s'\",;)}\]]+)", line)
             if first and _is_secret_value(first.group("secret")):
                 begin, stop = first.span("secret")
                 line = line[:begin] + self._placeholder(awaiting, line[begin:stop]) + line[stop:]
         return self.text(line)
+
+    def _rest_of(self, cut: tuple[str, str, str], line: str) -> str:
+        """``line`` with the start that completes a secret cut at the end of the line before
+        (up to its closing quote, or a bare token) hidden as that secret is."""
+        kind, quote, first = cut
+        if quote:
+            rest = re.match(rf"(?P<secret>[^{quote}\n]{{1,{MAX_SECRET}}}){quote}", line)
+        else:
+            rest = None if _LOG_LINE_START.match(line) else _BARE_REST.match(line)
+        if rest is None:
+            return line
+        placeholder = self._placeholder(kind, first)
+        if len(rest.group("secret")) >= 6:
+            self._placeholders.setdefault(rest.group("secret"), placeholder)
+            self._known = None
+        return placeholder + line[rest.end("secret") :]
 
     def _replace_known(self, value: str) -> str:
         """Every secret learnt so far, wherever it occurs (a value a template copied)."""
@@ -332,11 +387,16 @@ class Redactor:
         if items and all(
             isinstance(i, BaseModel) and isinstance(getattr(i, "text", None), str) for i in items
         ):
-            texts = self.lines(item.text for item in items)
-            self._in_pem, self._awaiting_value = False, None
-            return [
-                self._model(item, {"text": text}) for item, text in zip(items, texts, strict=True)
-            ]
+            done: list[dict[str, Any]] = [{} for _ in items]
+            # evidence of a journal export: its text is the JSON line, its message the line
+            names = ("message", "text") if all(isinstance(i, Evidence) for i in items) else ()
+            for name in names or ("text",):
+                values = [getattr(item, name) for item in items]
+                shown = self.lines(value or "" for value in values)
+                for update, value, text in zip(done, values, shown, strict=True):
+                    update[name] = None if value is None else text
+                self._in_pem, self._awaiting_value, self._cut = False, None, None
+            return [self._model(item, update) for item, update in zip(items, done, strict=True)]
         return [self.value(item) for item in items]
 
     def _entry(self, key: Any, item: Any) -> Any:

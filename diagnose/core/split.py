@@ -11,7 +11,12 @@ service it belongs to:
 - an application line names it in a JSON export (``_SYSTEMD_UNIT``); in a text export a
   process (host, identifier, PID) is given to the service started last that has no process
   yet, when its first line that an engine prints arrives (a text export does not say more);
-- the kernel's lines, and lines of processes no service claimed, go to every service.
+- the kernel's lines, and lines of processes no service claimed, go to every service;
+- a process of one engine (vLLM) is never given to the one service known so far when that
+  service's processes are another engine's (SGLang): its lines are held until a service
+  that is not yet known appears (its exit, its next start) and then given to it, before
+  that service's line. Services never share a process, so no finding of one follows from
+  a finding of the other.
 
 Memory stays bounded: the events kept before a second service appears are capped, for the
 whole input however many hosts it names (their splitters share one :class:`KeptBudget`); a
@@ -33,6 +38,7 @@ from diagnose.core.tracebacks import TRACEBACK_START
 MAX_KEPT_EVENTS = 50_000
 """Events kept for a replay until a second service appears, all hosts of an input together."""
 _EVERYONE = "\0every unit"
+_HELD = "\0held"
 _STARTS = ("Started ", "Starting ")
 
 
@@ -60,6 +66,11 @@ class UnitSplitter:
         self._waiting: deque[str] = deque()
         """Services started whose process has not printed yet, oldest first."""
         self.notes: list[str] = []
+        self._engines: dict[str, str] = {}
+        """The engine whose processes each service runs (from the processes given to it)."""
+        self._held: list[tuple[str, Event]] = []
+        """Events of processes no service claims yet (another engine's than the one known)."""
+        self._dropped_held = False
         self._guessed = False
         """A process was given to a service by start order (a text export)."""
 
@@ -73,10 +84,18 @@ class UnitSplitter:
     def feed(self, event: Event) -> None:
         self.engine.feed(event)
         unit = self._route(event)
+        if unit == _HELD:
+            return
         if unit not in (None, _EVERYONE) and unit not in self._units:
             self._units.append(unit)
+            claimed = self._claim(unit)
             if len(self._units) == 2:
                 self._split()
+            for held in claimed:
+                self._deliver(unit, held)
+        self._deliver(unit, event)
+
+    def _deliver(self, unit: str | None, event: Event) -> None:
         if self._per_unit:
             self._send(unit, event)
         elif self._kept is not None:
@@ -85,6 +104,17 @@ class UnitSplitter:
                 self._budget.left -= 1
             else:
                 self._give_up_kept()
+
+    def _claim(self, unit: str) -> list[Event]:
+        """The held events, now ``unit``'s (a service not known before): their processes
+        are its from now on."""
+        claimed = [event for _, event in self._held]
+        for process, owner in self._streams.items():
+            if owner == _HELD:
+                self._streams[process] = unit
+        self._budget.left += len(self._held)
+        self._held = []
+        return claimed
 
     def _route(self, event: Event) -> str | None:
         """The service ``event`` belongs to; ``_EVERYONE`` for lines every service sees;
@@ -101,18 +131,36 @@ class UnitSplitter:
             return record.unit
         process = record.stream.split("|", 1)[0]
         if process in self._streams:
-            return self._streams[process]
+            return self._hold(process, event, self._streams[process])
         if record.engine is None and TRACEBACK_START not in record.text:
             return None  # not (yet) an engine's process: sudo, a shell, a wrapper
-        if self._waiting:
-            unit = self._waiting.popleft()
-        elif len(self._units) == 1:
+        fitting = [u for u in self._waiting if self._engines.get(u) in (None, record.engine)]
+        if fitting:  # the service started last whose processes are this engine's (or unknown)
+            unit = fitting[0]
+            self._waiting.remove(unit)
+        elif len(self._units) == 1 and self._engines.get(self._units[0]) in (None, record.engine):
             unit = self._units[0]
+        elif len(self._units) == 1 and record.engine is not None:
+            unit = _HELD  # another engine's process: not the known service's
         else:
             return None
         self._streams[process] = unit
+        if unit != _HELD and record.engine is not None:
+            self._engines.setdefault(unit, record.engine)
         self._guessed = True
-        return unit
+        return self._hold(process, event, unit)
+
+    def _hold(self, process: str, event: Event, unit: str) -> str:
+        """``unit``; an event of a held process is kept aside while the budget lasts (after
+        that, the held lines go to no service's report, and a note says so)."""
+        if unit != _HELD:
+            return unit
+        if self._budget.left:
+            self._held.append((process, event))
+            self._budget.left -= 1
+        else:
+            self._dropped_held = True
+        return _HELD
 
     def _give_up_kept(self) -> None:
         """No replay: the kept events go back to the budget, for the other hosts."""
@@ -167,6 +215,11 @@ class UnitSplitter:
             f"(`units`). This report is about {chosen.unit}"
             + (", the one that failed." if len(failed) == 1 else ".")
         )
+        if self._held or self._dropped_held:
+            said += (
+                " Lines of a process of another engine than the services' own, which no "
+                "service claimed, are in no service's report."
+            )
         if self._guessed:
             said += (
                 " Application lines were given to services by start order: a text export "

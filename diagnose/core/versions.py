@@ -16,7 +16,10 @@ _RELEASE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 def release(version: str) -> tuple[int, ...] | None:
     """The release numbers of ``version`` (``(0, 5, 10)``), or None when it has none."""
     match = _RELEASE.match(str(version))
-    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+    parts = match.group(1).split(".") if match else []
+    if not parts or any(len(part) > 18 for part in parts):
+        return None  # (a number of hundreds of digits is no release, and past what int reads)
+    return tuple(int(part) for part in parts)
 
 
 def _padded(numbers: tuple[int, ...], length: int) -> tuple[int, ...]:

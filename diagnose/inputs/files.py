@@ -34,7 +34,7 @@ from diagnose.core.models import InputSummary
 from diagnose.core.records import Event, Record
 from diagnose.core.scan import NeedleScanner
 from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START, TracebackGrouper
-from diagnose.inputs.lineformat import LineParser, year_hint
+from diagnose.inputs.lineformat import LineParser, out_of_range_note, year_hint
 
 MAX_LINE_BYTES = 1 << 20
 """Longer physical lines are cut here (the rest is skipped), so memory stays bounded."""
@@ -130,7 +130,7 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
     mapped to find the line ends it is cut at, and each chunk read with one ``pread``; pipes
     and gzip are read in blocks."""
     stream = _open(log)
-    mapped = _mapped(stream)
+    mapped = _lf_mapped(stream)
     try:
         if mapped is not None:
             yield from _mapped_chunks(mapped, stream.fileno())
@@ -142,13 +142,31 @@ def raw_chunks(log: LogInput) -> Iterator[bytes]:
         _close(log, stream)
 
 
+def cr_line_ends(head: bytes | bytearray) -> bool:
+    """Whether an input whose first block is ``head`` ends its lines in a lone ``\\r`` (old
+    Mac style): no ``\\n`` in it, and a ``\\r``. Elsewhere a ``\\r`` inside a line is a
+    progress bar redrawing it, and the line stays one record."""
+    return b"\n" not in head and b"\r" in head
+
+
 def _stream_chunks(stream: BinaryIO, log: LogInput) -> Iterator[bytes]:
-    """:func:`raw_chunks` of a pipe or a gzip stream, read in blocks."""
+    """:func:`raw_chunks` of a pipe or a gzip stream, read in blocks. When the first block
+    says the lines end in ``\\r`` (:func:`cr_line_ends`), each block's line ends are made
+    ``\\n`` as it is read (a ``\\r`` that ends a block waits for the next one's first byte)."""
     rest = b""
     skipping = False
     ended = False
+    cr_ends: bool | None = None
+    held_cr = False
     while True:
-        block, ended = (b"", True) if ended else _read_block(stream, log)
+        raw, ended = (b"", True) if ended else _read_block(stream, log)
+        if cr_ends is None:
+            cr_ends = cr_line_ends(raw)
+        block = raw
+        if cr_ends:
+            block, held_cr = _cr_to_lf(raw, held_cr)
+            if raw and not block:
+                continue  # a block of one \r, held back
         if not block:
             if rest and not skipping:
                 yield rest + b"\n"
@@ -168,6 +186,32 @@ def _stream_chunks(stream: BinaryIO, log: LogInput) -> Iterator[bytes]:
         rest = tail
         if cut:
             yield data[:cut]
+
+
+def _cr_to_lf(block: bytes, held: bool) -> tuple[bytes, bool]:
+    """``block`` with its line ends (``\\r``, ``\\r\\n``) made ``\\n``, and whether a ``\\r``
+    that ends it is held back (the next block may start with its ``\\n``); ``held``: one was
+    held back from the block before. At the end (no block) a held ``\\r`` ends the last line."""
+    if not block:
+        return (b"\n" if held else b""), False
+    if held:
+        block = b"\r" + block
+    hold = block.endswith(b"\r")
+    if hold:
+        block = block[:-1]
+    return block.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), hold
+
+
+def _lf_mapped(stream: BinaryIO) -> mmap.mmap | None:
+    """:func:`_mapped`, for a file whose lines end in ``\\n``: one whose lines end in a
+    lone ``\\r`` is read as a stream, its line ends made ``\\n`` as it goes."""
+    mapped = _mapped(stream)
+    if mapped is None or mapped.find(b"\n", 0, CHUNK_BYTES) >= 0:
+        return mapped
+    if mapped.find(b"\r", 0, CHUNK_BYTES) < 0:
+        return mapped
+    mapped.close()
+    return None
 
 
 def _mapped(stream: BinaryIO) -> mmap.mmap | None:
@@ -410,7 +454,7 @@ def _chosen_chunks(log: LogInput, scanner: NeedleScanner, jobs: int) -> Iterator
     """What each chunk of the input gives, in order: in this process, or, for a large
     mapped file and ``jobs`` over 1, by that many worker processes."""
     stream = _open(log)
-    mapped = _mapped(stream)
+    mapped = _lf_mapped(stream)
     try:
         if mapped is not None and jobs > 1 and len(mapped) >= PARALLEL_MIN_BYTES and _FORK:
             yield from _chosen_in_parallel(mapped, stream.fileno(), scanner, jobs)
@@ -618,6 +662,7 @@ def scanned_events(
         last_ts = _last_timestamp(parser, tail)
         if last_ts is not None and (log.last_ts is None or last_ts > log.last_ts):
             log.last_ts = last_ts
+    log.warnings += out_of_range_note(parser)
     yield from grouper.flush()
 
 
@@ -648,6 +693,7 @@ def events_from_lines(lines: Iterable[str], log: LogInput, first_seq: int = 0) -
         stats.see(record)
         yield from grouper.feed(record, record.seq)
     log.lines = line_no
+    log.warnings += out_of_range_note(parser)
     yield from grouper.flush()
 
 

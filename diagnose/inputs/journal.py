@@ -29,7 +29,12 @@ from typing import Any, Protocol
 from diagnose.core.errors import UserError
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import TracebackGrouper
-from diagnose.inputs.lineformat import LineParser, entry_message, journal_entry_record
+from diagnose.inputs.lineformat import (
+    LineParser,
+    entry_message,
+    journal_entry_record,
+    out_of_range_note,
+)
 
 JOURNAL_DROPPED_ID = "a596d6fe7bfa4994828e72309e95d61e"
 """MESSAGE_ID of journald's ``Suppressed N messages from /system.slice/UNIT``."""
@@ -126,7 +131,13 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         except ValueError:
             pass
         else:
-            return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.astimezone()
+            try:
+                return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.astimezone()
+            except (ValueError, OverflowError):  # 9999-12-31T23:59-23:59 is past year 9999
+                raise UserError(
+                    f"{text!r}: out of range: in UTC it is before year 1 or after 9999",
+                    help="give a time within the journal's years",
+                ) from None
     raise UserError(
         f"{text!r}: not a time I can read",
         help="use '2026-03-03 11:50', '@1772538790', '-2h', 'today' or 'yesterday'",
@@ -849,6 +860,7 @@ def read_scope(
         ):
             continue
         yield journal_entry_record(source, None, entry, parser)
+    scope.notes += out_of_range_note(parser)
     scope.entries += backend.skipped
     if backend.last_skipped_us is not None:
         scope.first_us = scope.first_us or backend.last_skipped_us

@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timezone
 
 from diagnose.core.records import Record
-from diagnose.core.units import NAME_CHARS, UNIT_PREFIX
+from diagnose.core.units import NAME_CHARS, UNIT_PREFIX, escape_unit
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
@@ -21,6 +21,16 @@ _ANSI = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_UNPRINTABLE = re.compile(r"[\x00-\x20\x7f-\x9f]")
+
+
+def identifier(value: str | None) -> str | None:
+    """A host name or other identifier taken from input, shown on one line: control
+    characters and blanks as ``\\xNN`` (``gpu\\x0anode``), so none reaches a heading whole."""
+    if value is None or not _UNPRINTABLE.search(value):
+        return value
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
 
 _MONTHS = {
     month: number
@@ -92,6 +102,15 @@ def year_hint(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def out_of_range_note(parser: LineParser | None) -> list[str]:
+    """The note for lines whose time no calendar holds, if the parser met any."""
+    if parser is None or not parser.out_of_range:
+        return []
+    count = parser.out_of_range
+    lines = "1 line" if count == 1 else f"{count} lines"
+    return [f"timestamp out of range on {lines} (no calendar holds it): ordered by arrival"]
+
+
 class LineParser:
     """Turns the lines of one input into records. Keeps the year for year-less stamps.
 
@@ -116,6 +135,8 @@ class LineParser:
         self.source = source
         self.year = default_year
         self._last_month = 0
+        self.out_of_range = 0
+        """Lines whose own time no calendar holds (9999-12-31 at -23:59): ordered by arrival."""
 
     def parse(self, line_no: int | None, raw_line: str) -> Record | None:
         """A record, or None for journalctl's own marker lines."""
@@ -142,21 +163,27 @@ class LineParser:
             self._apply_journal_prefix(record, outer)
         self._apply_app_prefix(record)
         if pasted and pasted.group("ci") and record.ts is None:
-            record.ts = _parse_iso(pasted.group("ci"))
+            record.ts = self._timed(_parse_iso(pasted.group("ci")))
         return record
+
+    def _timed(self, stamp: datetime | None) -> datetime | None:
+        """``stamp``, counting a time the line gave that no calendar holds."""
+        if stamp is None:
+            self.out_of_range += 1
+        return stamp
 
     def _apply_journal_prefix(self, record: Record, outer: re.Match[str]) -> None:
         groups = outer.groupdict()
         record.text = groups["msg"]
-        record.host = groups["host"]
+        record.host = identifier(groups["host"])
         if groups.get("iso"):
-            record.ts = _parse_iso(groups["iso"])
+            record.ts = self._timed(_parse_iso(groups["iso"]))
         else:
             inner_year = year_hint(record.text)
             if inner_year:
                 self.year = inner_year
-            record.ts = self._month_day(
-                _MONTHS.get(groups["mon"], 1), int(groups["day"]), groups["time"]
+            record.ts = self._timed(
+                self._month_day(_MONTHS.get(groups["mon"], 1), int(groups["day"]), groups["time"])
             )
         self._set_origin(record, groups["ident"], groups["pid"])
 
@@ -188,6 +215,8 @@ class LineParser:
             record.rank = sglang.group("ranks").strip() or None
             record.text = sglang.group("msg")
             own = _sglang_time(sglang.group("ts"), sglang.group("ms"))
+            if own is None and record.ts is None:
+                self.out_of_range += 1
             if own is not None:
                 self.year = own.year
                 record.ts = record.ts or own
@@ -201,7 +230,7 @@ class LineParser:
             record.rank = vllm.group("proc")
             if record.ts is None:
                 month, day = (int(part) for part in vllm.group("md").split("-"))
-                record.ts = self._month_day(month, day, vllm.group("time"))
+                record.ts = self._timed(self._month_day(month, day, vllm.group("time")))
             record.stream += "|" + (vllm.group("procs").strip() or "vllm")
             return
         proc_only = _VLLM_PROC_ONLY.match(text)
@@ -240,22 +269,24 @@ def journal_entry_record(
     text = clean(entry_message(entry))
     record = Record(source=source, line=line_no, text=text, raw=text)
     record.cursor = _field(entry, "__CURSOR")
-    record.host = _field(entry, "_HOSTNAME")
+    record.host = identifier(_field(entry, "_HOSTNAME"))
     record.invocation = _field(entry, "_SYSTEMD_INVOCATION_ID") or _field(entry, "INVOCATION_ID")
     stamp = _field(entry, "__REALTIME_TIMESTAMP")
     if stamp and stamp.isdigit():
-        record.ts = time_from_usec(stamp)
+        record.ts = parser._timed(time_from_usec(stamp))
     ident = _field(entry, "SYSLOG_IDENTIFIER")
     pid = _field(entry, "_PID")
     transport = _field(entry, "_TRANSPORT")
     if transport == "kernel":
         ident = "kernel"
     parser._set_origin(record, ident, pid)
-    record.unit = (
+    unit = (
         _field(entry, "_SYSTEMD_USER_UNIT") or _field(entry, "_SYSTEMD_UNIT")
         if record.origin == "app"
         else (_field(entry, "UNIT") or _field(entry, "USER_UNIT") or record.unit)
     )
+    # any process may log with any UNIT=: a name that is not a unit name is only shown, escaped
+    record.unit = escape_unit(unit) if unit else unit
     parser._apply_app_prefix(record)
     return record
 
@@ -319,8 +350,8 @@ def _parse_iso(text: str) -> datetime | None:
         text = f"{text[:-2]}:{text[-2:]}"
     try:
         stamp = datetime.fromisoformat(text)
-    except ValueError:
+        if stamp.tzinfo is None:
+            return stamp.replace(tzinfo=timezone.utc)
+        return stamp.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # 9999-12-31T23:59-23:59 is past year 9999 in UTC
         return None
-    if stamp.tzinfo is None:
-        return stamp.replace(tzinfo=timezone.utc)
-    return stamp.astimezone(timezone.utc)

@@ -232,7 +232,7 @@ def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
 
 
 def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+    return tuple(int(p) if p.isdigit() and len(p) <= 18 else 0 for p in version.split("."))
 
 
 # -- reading ----------------------------------------------------------------------------

@@ -711,12 +711,12 @@ def _option_below_need(
     for stated in _EXCEEDS_OPTION.finditer(template):
         dest, need = stated.group("dest"), values.get(stated.group("need"), "")
         option = table.setting(dest)
-        if option is None or not option.flags[0].startswith("--") or not need.isdigit():
+        if option is None or not option.flags[0].startswith("--") or not _small(need):
             continue
         value = need
         if option.choices:
             fitting = sorted(
-                int(c) for c in option.choices if str(c).isdigit() and int(c) >= int(need)
+                int(c) for c in option.choices if _small(str(c)) and int(c) >= int(need)
             )
             if not fitting:
                 continue
@@ -775,6 +775,11 @@ def _refused_choice(message: str, table: mined.FlagTable, fix: DerivedFix) -> li
         f"and model support ({', '.join(f'`{c}`' for c in others[:12])})."
     )
     return [flag, f"<a value other than {choice}>"]
+
+
+def _small(text: str) -> bool:
+    """Digits ``int`` reads at once (a number of hundreds of digits is no setting)."""
+    return text.isdigit() and len(text) <= 18
 
 
 def _fits_type(value: str, kind: str | None) -> bool:

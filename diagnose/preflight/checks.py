@@ -200,7 +200,8 @@ def _docker(argv: list[str], command: Command) -> tuple[str | None, int]:
             command.environment[key] = val
         if option in ("-p", "--publish"):
             ports = value.rsplit(":", 2)
-            if len(ports) >= 2 and ports[-1].split("/")[0].isdigit() and ports[-2].isdigit():
+            inside, outside = ports[-1].split("/")[0], ports[-2] if len(ports) >= 2 else ""
+            if inside.isdigit() and outside.isdigit() and max(len(inside), len(outside)) <= 5:
                 command.published[int(ports[-1].split("/")[0])] = int(ports[-2])
         i += 2 if takes else 1
     if i >= len(argv):
@@ -337,7 +338,7 @@ def _visible(config: LaunchConfig, environment: Mapping[str, str]) -> tuple[list
         return ([g.index for g in shot.gpus] if shot else None), "nvidia-smi"
     indexes: list[int] = []
     for entry in (e.strip() for e in listed.split(",")):
-        if entry.isdigit():
+        if entry.isdigit() and len(entry) <= 9:
             indexes.append(int(entry))
         elif entry.startswith(("GPU-", "MIG-")) and entry in config.gpu_uuids:
             indexes.append(config.gpu_uuids[entry])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 
 from diagnose.core.changes import package_line
 from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
+from diagnose.core.units import is_unit_name
 from diagnose.engines.base import SERVING
 
 PHASE_WORDS = {
@@ -189,9 +191,9 @@ def unit_fix_lines(diagnosis: Diagnosis) -> tuple[str | None, list[str], list[st
 
 def apply_commands(unit: str | None) -> list[str]:
     """The commands that make systemd use a drop-in once it is written."""
-    if not unit:
-        return []
-    return ["systemctl daemon-reload", f"systemctl restart {unit}"]
+    if not unit or not is_unit_name(unit):
+        return []  # (a name from the log that is not a unit name is never part of a command)
+    return ["systemctl daemon-reload", f"systemctl restart {shlex.quote(unit)}"]
 
 
 def evidence_groups(evidence: list[Evidence]) -> list[list[Evidence]]:

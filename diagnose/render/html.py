@@ -16,6 +16,7 @@ from diagnose.render.common import (
     TIER_WORDS,
     action_lines,
     evidence_groups,
+    host_rows,
     patch_lines,
     places,
     seen,
@@ -63,6 +64,7 @@ th { background: var(--code); }
 .bar { position: absolute; top: 2px; bottom: 2px; min-width: 3px; border-radius: 3px;
   background: var(--done); overflow: hidden; white-space: nowrap; color: #fff;
   font-size: 11px; line-height: 18px; padding: 0 3px; box-sizing: border-box; }
+@media (max-width: 799px) { .bar .wide { display: none; } }
 .bar.stopped { background: var(--bad); }
 .bar.ready { background: var(--ok); }
 .caption { font-size: 13px; color: var(--dim); }
@@ -97,6 +99,26 @@ def _table(head: list[str], rows: list[list[str]], css: str = "") -> str:
     return "".join(out)
 
 
+_NARROW_CHART_PX = 342
+"""The chart on a 390-pixel-wide screen (less the page's padding)."""
+_WIDE_CHART_PX = 752
+"""The chart at 800 pixels, where ``.wide`` labels start to show."""
+_LABEL_CHAR_PX = 6.5
+"""An 11-pixel character of the bars' font, at its widest on average (and 8 more for the
+padding)."""
+
+
+def _bar_label(words: str, percent: float) -> str:
+    """A bar's words where they fit whole: always, only on a wide screen (``.wide``), or
+    not at all (the bar's tooltip and the attempts' table say them): never cut."""
+    needed = len(words) * _LABEL_CHAR_PX + 8
+    if percent / 100 * _NARROW_CHART_PX >= needed:
+        return escape(words)
+    if percent / 100 * _WIDE_CHART_PX >= needed:
+        return f'<span class="wide">{escape(words)}</span>'
+    return ""
+
+
 def _chart(rows: list[AttemptRow]) -> str:
     """Every attempt on one time axis: a bar per phase, the one it stopped in in red."""
     drawn = [(row, bars(row)) for row in rows]
@@ -118,7 +140,7 @@ def _chart(rows: list[AttemptRow]) -> str:
             left, width = at(bar.start), at(bar.end) - at(bar.start)
             out.append(
                 f'<div class="bar {css}" style="left:{left:.2f}%;width:{width:.2f}%" '
-                f'title="{escape(bar.label)}">{escape(bar.words)}</div>'
+                f'title="{escape(bar.label)}">{_bar_label(bar.words, width)}</div>'
             )
         outcome = (
             "reached ready"
@@ -170,6 +192,23 @@ def _timeline(diagnosis: Diagnosis) -> str:
     folded = folded_attempts(rows)
     note = f'<p class="caption">{escape(folded.capitalize())}.</p>' if folded else ""
     return f'<section id="timeline"><h2>Timeline</h2>{_chart(rows)}{table}{note}</section>'
+
+
+def _hosts(diagnosis: Diagnosis) -> str:
+    """Fleet reports: one row per host, as the Markdown's Hosts table; the sections below are
+    the decisive host's."""
+    rows = [[_text(cell) for cell in row] for row in host_rows(diagnosis)]
+    out = [
+        '<section id="hosts"><h2>Hosts</h2>',
+        _table(["host", "state", "root cause", "fix"], rows),
+    ]
+    fleet = diagnosis.fleet
+    if fleet and fleet.primary_host:
+        out.append(
+            f"<p>The sections below are {escape(fleet.primary_host)}'s, the host that failed "
+            f"first on its own (clock skew allowed: {fleet.skew_tolerance_s:g} s).</p>"
+        )
+    return "".join(out) + "</section>"
 
 
 def _evidence(finding: Finding) -> str:
@@ -274,7 +313,7 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
 def render_html(diagnosis: Diagnosis, **_: object) -> str:
     primary = diagnosis.finding(diagnosis.primary)
     title = f"Postmortem: {primary.title}" if primary else "Diagnosis: no failure found"
-    body = [f"<h1>{escape(title)}</h1>", '<section id="summary">']
+    body = [f"<h1>{escape(title)}</h1>", '<section id="summary"><h2>Summary</h2>']
     body.append(f"<p>{escape(summary(diagnosis))}.</p>")
     if primary:
         body.append(
@@ -299,6 +338,8 @@ def render_html(diagnosis: Diagnosis, **_: object) -> str:
         )
     )
     body.append("</section>")
+    if diagnosis.hosts is not None:
+        body.append(_hosts(diagnosis))
     body.append(_timeline(diagnosis))
     if primary:
         body.append(

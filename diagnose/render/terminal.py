@@ -16,14 +16,15 @@ class Terminal:
     """Progress bars and live panels (they redraw lines): a real terminal that is not dumb."""
 
 
-DEFAULT_WIDTH = 100
-"""Columns of a report written to a pipe or a file when ``COLUMNS`` does not say."""
+DEFAULT_WIDTH = 80
+"""Columns of a report written to a pipe or a file when ``COLUMNS`` does not say: a pipe
+most often ends in a terminal (``| less``), and 80 columns is the narrowest one in use."""
 
 
 def terminal(env: Mapping[str, str], is_tty: bool, tty_width: int | None = None) -> Terminal:
     """The conventions: ``NO_COLOR`` (any value) turns colour off and wins over
     ``FORCE_COLOR``, which turns it on even in a pipe; ``TERM=dumb`` means no colour and no
-    redrawing; ``COLUMNS`` sets the width, else the terminal's, else 100 columns."""
+    redrawing; ``COLUMNS`` sets the width, else the terminal's, else 80 columns."""
     dumb = env.get("TERM", "") == "dumb"
     if env.get("NO_COLOR"):
         color = False

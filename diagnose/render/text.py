@@ -1,13 +1,18 @@
 """The terminal report (rich). Log text goes in as ``Text`` objects: never parsed as markup.
 
-What a reader copies (the drop-in, the commands to run, the next checks and links) is printed
-as plain lines, never boxed, wrapped or cut, whatever the width: a terminal folds a long line
-for display but copies it whole. The drop-in and the commands stand at the left margin.
+Prose is wrapped to the width here, at spaces, never inside a command: a code span, a
+``pip install '...'``, a command in parentheses stays whole on one line (alone on it when it
+is longer than the width). What a reader copies (the drop-in, the commands to run, the
+commands of the next checks, the links) is printed as plain lines of their own, never boxed,
+wrapped or cut, whatever the width: a terminal folds a long line for display but copies it
+whole. The drop-in and the commands stand at the left margin.
 """
 
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Sequence
 
 from rich.console import Console, RenderableType
 from rich.padding import Padding
@@ -41,6 +46,106 @@ class Verbatim(Text):
     """A line to copy: printed whole (no wrap, no crop) at the left margin."""
 
 
+_WHOLE = re.compile(
+    r"`[^`\n]+`"  # a code span
+    r"|\((?:pip3?|python3?|uv|conda|systemctl|journalctl|sudo|docker|podman|kill|nvidia-smi)"
+    r" [^()\n]*\)"  # a command in parentheses: (pip install -U vllm)
+    r"|\bpip3? install(?: -[-\w]+)*(?: '[^'\n]*'| \"[^\"\n]*\")+"  # pip install 'x==1'
+)
+"""What wrapping never splits."""
+_COMMAND_SPAN = re.compile(r"`(?P<command>[a-z][\w./-]* [^`\n]+?)(?<!\.)`")
+"""A code span that is a command: a program's name (lower case), then its arguments; not a
+flag, a value or a log line (``Capture cuda graph end.``)."""
+_OWN_LINE = 24
+"""A command this long goes on a line of its own; a shorter one too where it starts or ends
+its check, else it stays in its sentence (a list in parentheses), whole."""
+
+
+def copied_commands(check: str) -> list[re.Match[str]]:
+    """The commands of a next check that are printed whole, each on a line of its own."""
+    out = []
+    for found in _COMMAND_SPAN.finditer(check):
+        before, after = check[: found.start()], check[found.end() :]
+        listed = before.count("(") > before.count(")")  # one of a list in parentheses
+        at_an_end = not before.strip() or not re.search(r"\w", after)
+        if len(found.group("command")) >= _OWN_LINE or (at_an_end and not listed):
+            out.append(found)
+    return out
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken at spaces only, never inside
+    what :data:`_WHOLE` finds (longer than ``width``, that stands on a line of its own).
+
+    >>> wrap("run (pip install -U vllm) then restart the server", 20)
+    ['run', '(pip install -U vllm)', 'then restart the', 'server']
+    """
+    keep = {m.start(): m.end() for m in _WHOLE.finditer(text)}
+    words: list[str] = []
+    position, start = 0, None
+    while position < len(text):
+        if position in keep and start is None:
+            start = position
+            position = keep[start]
+            continue
+        if text[position].isspace():
+            if start is not None:
+                words.append(text[start:position])
+                start = None
+        elif start is None:
+            start = position
+        elif position in keep:
+            position = keep[position]
+            continue
+        position += 1
+    if start is not None:
+        words.append(text[start:])
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _prose(
+    text: str, width: int, indent: int = 2, first: str = "", style: str = "", hang: bool = False
+) -> list[Verbatim]:
+    """``text`` wrapped to ``width`` at ``indent``, ``first`` before it (with ``hang`` the
+    lines after the first stand under the text, not under ``first``)."""
+    if not hang:
+        lines = wrap(first + text, max(width - indent, 20))
+        return [Verbatim(" " * indent + line, style=style) for line in lines]
+    lines = wrap(text, max(width - indent - len(first), 20))
+    pad = " " * len(first)
+    return [
+        Verbatim(" " * indent + (first if number == 0 else pad) + line, style=style)
+        for number, line in enumerate(lines)
+    ]
+
+
+def _check(check: str, width: int) -> list[Verbatim]:
+    """A next check: its words wrapped, each command in it on a line of its own, whole."""
+    out: list[Verbatim] = []
+    last = 0
+    for match in copied_commands(check):
+        before = _said(check[last : match.start()], width, first=not out)
+        indent = "      " if out or before else "  - "  # a check that starts with it
+        out += [*before, Verbatim(indent + match.group("command"))]
+        last = match.end()
+    out += _said(check[last:], width, first=not out)
+    return out
+
+
+def _said(words: str, width: int, first: bool) -> list[Verbatim]:
+    """The words of a check around its commands (none when only punctuation is left)."""
+    words = words.strip().lstrip(":;,.").strip() if not first else words.strip()
+    if not re.search(r"\w", words):
+        return []
+    return _prose(words, width, 2, "- ", hang=True) if first else _prose(words, width, 4)
+
+
 def _heading(text: str) -> Text:
     return Text(text, style="bold")
 
@@ -53,7 +158,9 @@ def _indent(renderable: RenderableType, by: int = 2) -> Padding:
     return Padding(renderable, (0, 0, 0, by), expand=False)
 
 
-def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[RenderableType]:
+def _finding(
+    finding: Finding, diagnosis: Diagnosis, full: bool, width: int
+) -> list[RenderableType]:
     head = Text()
     head.append(f"{_ROLE_WORD[finding.role]} ", style=SEVERITY_STYLE[finding.severity.value])
     head.append(finding.title, style="bold")
@@ -81,7 +188,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
         parts.append(Text(versions(finding), style="dim"))
     if not full:
         return parts
-    parts += [Text(""), Text(finding.explanation)]
+    parts += [Text(""), *_prose(finding.explanation, width, 0)]
     parts += [Text(""), _heading("Evidence")]
     for group in evidence_groups(finding.evidence):  # the same line again: said once
         first = group[0]
@@ -107,30 +214,30 @@ def _finding(finding: Finding, diagnosis: Diagnosis, full: bool) -> list[Rendera
     if finding.hypotheses:
         parts += [Text(""), _heading("Likely causes, most likely first")]
         for number, hypothesis in enumerate(finding.hypotheses, 1):
-            parts.append(_indent(Text(f"{number}. {hypothesis.cause}")))
-            parts.append(_indent(Text(f"check: {hypothesis.check}", style="dim"), 5))
+            parts += _prose(hypothesis.cause, width, 2, f"{number}. ")
+            parts += _prose(hypothesis.check, width, 5, "check: ", style="dim")
     parts += [Text(""), _heading("Fix")]
     actions = action_lines(finding)
-    parts += [_indent(Text(line)) for line in actions]
+    parts += [line for action in actions for line in _prose(action, width)]
     if finding.patch is None:
         if finding.patch_note or not actions:
             note = finding.patch_note or "No configuration change fixes this."
-            parts.append(_indent(Text(note)))
+            parts += _prose(note, width)
     elif diagnosis.fix is not None and diagnosis.fix.dropin:
-        parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
+        parts += [line for change in patch_lines(finding.patch) for line in _prose(change, width)]
         merged = any(change.finding == finding.id for change in diagnosis.fix.changes)
         said = "in the unit's one drop-in" if merged else "not in the unit's drop-in: see why"
         parts.append(_indent(Text(f"({said}, at the end)", style="dim")))
     else:
-        parts += [_indent(Text(line)) for line in patch_lines(finding.patch)]
+        parts += [line for change in patch_lines(finding.patch) for line in _prose(change, width)]
     if finding.patch is not None and finding.patch_note:
-        parts.append(_indent(Text(finding.patch_note, style="dim")))
+        parts += _prose(finding.patch_note, width, style="dim")
     for alternative in finding.alternatives:
-        parts.append(_indent(Text(f"or: {alternative}")))
+        parts += _prose(alternative, width, 2, "or: ")
     if finding.next_checks:
         parts += [Text(""), _heading("Next checks")]
-        # commands in them are copied: one line each, left to the terminal to fold
-        parts += [Verbatim(f"  - {check}") for check in finding.next_checks]
+        # their commands are copied: each whole on a line of its own
+        parts += [line for check in finding.next_checks for line in _check(check, width)]
     if finding.references:
         parts += [Text(""), _heading("References")]
         parts += [Verbatim(f"  {reference}", style="dim") for reference in finding.references]
@@ -160,7 +267,7 @@ def _unit_fix(diagnosis: Diagnosis) -> list[RenderableType]:
     return parts
 
 
-def _print(console: Console, parts: list[RenderableType]) -> None:
+def _print(console: Console, parts: Sequence[RenderableType]) -> None:
     for part in parts:
         console.print(part, soft_wrap=isinstance(part, Verbatim))
 
@@ -199,7 +306,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         console.print(Text(no_failure_sentence(diagnosis), style="green"))
     else:
         console.print(Rule(style="red"))
-        _print(console, _finding(primary, diagnosis, full=True))
+        _print(console, _finding(primary, diagnosis, full=True, width=width))
     others = [f for f in diagnosis.findings if f is not primary]
     for role, label in (
         (Role.ROOT_CAUSE, "Other failures"),
@@ -211,13 +318,13 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
             continue
         console.print(Rule(label, style="dim"))
         for finding in group:
-            _print(console, _finding(finding, diagnosis, full=role is not Role.SYMPTOM))
+            _print(console, _finding(finding, diagnosis, role is not Role.SYMPTOM, width))
             console.print()
     _print(console, _unit_fix(diagnosis))
     if diagnosis.notes:
         console.print(Rule("Notes", style="dim"))
         for note in diagnosis.notes:
-            console.print(_indent(Text(f"- {note}", style="yellow")))
+            _print(console, _prose(note, width, 2, "- ", style="yellow"))
     if diagnosis.redactions:
         kinds = ", ".join(f"{count} {kind}" for kind, count in diagnosis.redactions.items())
         console.print(Text(f"Redacted: {kinds} (--no-redact shows them)", style="dim"))

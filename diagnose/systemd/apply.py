@@ -32,7 +32,7 @@ from diagnose.core.dropin import (
 )
 from diagnose.core.errors import UserError
 from diagnose.core.redact import secret_name
-from diagnose.core.units import check_unit_name
+from diagnose.core.units import check_dropin_unit, check_unit_name
 from diagnose.systemd.unit import (
     ENCODING,
     ExecCommand,
@@ -84,7 +84,7 @@ def unit_path(unit: str, root: Path = Path("/")) -> Path:
 
 def dropin_path(unit: str, root: Path = Path("/"), name: str = DROPIN_NAME) -> Path:
     """Where the drop-in goes; refuses a unit name or a symlink that leads out of it."""
-    check_unit_name(unit)
+    check_dropin_unit(unit)
     base = _inside_root(root / DROPIN_DIR, root)
     target = root / DROPIN_DIR / f"{unit}.d" / name
     resolved_dir = target.parent.resolve()

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from diagnose.core.dropin import (
     DROPIN_NAME,
+    UnsafeDropin,
     escape_literal,
     flag_groups,
     quote_word,
@@ -769,7 +770,10 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
     comments = [
         line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")
     ]
-    dropin = render_dropin(patch, config.name, exec_start=exec_start, notes=_notes(comments))
+    try:
+        dropin = render_dropin(patch, config.name, exec_start=exec_start, notes=_notes(comments))
+    except UnsafeDropin as refused:
+        return RenderedPatch(None, diff, None, refused.message)
     return RenderedPatch(dropin, diff, exec_start, note)
 
 
