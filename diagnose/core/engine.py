@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
 from diagnose.core.changes import with_plan
+from diagnose.core.dropin import render_dropin
 from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
@@ -591,7 +592,8 @@ class Engine:
             findings = [f for f in findings if f.id == lead or f.signature not in wrappers]
         if self.pins is not None:
             version = self._engine_version(engine)
-            findings = [self.pins(finding, engine, version) for finding in findings]
+            checked = [self.pins(finding, engine, version) for finding in findings]
+            findings = [_redrawn(*pair, unit) for pair in zip(findings, checked, strict=True)]
         primary = primary_of(findings)
         timeline = self._timeline(end, findings, primary)
         diagnosis = Diagnosis(
@@ -866,16 +868,19 @@ class Engine:
         return finding
 
     def _engine(self) -> str | None:
-        """The engine whose lines the log holds most; failing that, the one its code lines
-        name, or the one the user gave a version of."""
+        """The one the user gave a version of; else the engine whose lines the log holds
+        most, or failing that the one its code lines name (an SGLang release that runs vLLM's
+        kernels prints vLLM's lines)."""
+        if self._given_version is not None:
+            return self._given_version[0]
         for counts in (self.engines, self._engine_code_hints):
             if counts:
                 return max(counts, key=counts.__getitem__)
-        return self._given_version[0] if self._given_version is not None else None
+        return None
 
     def _engine_version(self, engine: str | None) -> str | None:
         """The engine's version: given by the user, else shown by the log."""
-        if self._given_version is not None:
+        if self._given_version is not None and self._given_version[0] in (engine, None):
             return self._given_version[1]
         shown = {
             p.name: self.facts[f"{p.name}_version"]
@@ -1142,6 +1147,16 @@ def _ended_before_ready(state: _State, last: Hit) -> list[str]:
         note + ". `diagnose journal -u UNIT` times the silence with the journal's clock; a "
         "log that goes on, or `nvidia-smi` while it waits (memory and utilisation), does too."
     ]
+
+
+def _redrawn(before: Finding, after: Finding, unit: str | None) -> Finding:
+    """``after``, with its drop-in written again where the release check changed its flags."""
+    if before.patch is None or after.patch is None or before.patch.dropin is None:
+        return after
+    if after.patch.args_add == before.patch.args_add:
+        return after
+    dropin = render_dropin(after.patch, unit)
+    return after.model_copy(update={"patch": after.patch.model_copy(update={"dropin": dropin})})
 
 
 def _enriched(catch_all: Finding, unknown: Finding) -> Finding:

@@ -99,10 +99,16 @@ class MessageWordsTier:
 
 
 class ReleaseRequirementPins:
-    """The engine releases' requirements, imported (and their table read) only for a finding
-    whose package change names no version."""
+    """A finding's fix read against the release in the log: its added flags as that release
+    spells them (imported only for a finding that adds flags, on a log that shows a release),
+    then its package change made exact by the release's requirements (imported only for one
+    that names no version)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
+        if finding.patch is not None and finding.patch.args_add and engine_version is not None:
+            from diagnose.knowledge.release_flags import checked_flags
+
+            finding = checked_flags(finding, engine, engine_version)
         if finding.package is None or any(c.isdigit() for c in finding.package.spec):
             return finding
         from diagnose.knowledge.requirements import pinned_by_release

@@ -1,0 +1,76 @@
+"""A finding's added flags read against the flag table of the release the log shows.
+
+A signature or known issue names a flag as the engines spell it today; the server in the log
+may be older or newer. A flag renamed or split since is written as that release spells it; a
+flag it dropped is left out, and said; a flag newer than it is kept with the upgrade it needs.
+Nothing changes when the log shows no release: the installed one is then unknown.
+"""
+
+from __future__ import annotations
+
+from diagnose.core.models import Finding, PackageAction
+from diagnose.core.versions import at_least
+from diagnose.knowledge import mined
+
+
+def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
+    """``finding`` with its added flags as the release ``shown`` of ``engine`` spells them."""
+    patch = finding.patch
+    if patch is None or not patch.args_add or engine not in mined.ENGINES or shown is None:
+        return finding
+    release = mined.nearest_version(engine, shown)
+    if release is None:
+        return finding
+    table = mined.flag_table(engine, release)
+    name = f"{mined.ENGINE_NAMES[engine]} {shown}"
+    words, notes, upgrade_to = [], [], None
+    for flag, values in _settings(patch.args_add):
+        known = flag.split("=", 1)[0]
+        if not known.startswith("--") or table.lookup(known).outcome in ("exact", "abbreviation"):
+            words += [flag, *values]
+            continue
+        history = mined.flag_history(engine, known, release)
+        if history is not None and history.successors:
+            for successor in history.successors:
+                words += [successor, *values]
+            spelled = " and ".join(f"`{s}`" for s in history.successors)
+            notes.append(f"{name} spells `{known}` as {spelled}.")
+        elif history is not None:
+            notes.append(f"`{known}` is gone in {name} (removed in {history.gone_in}): left out.")
+        else:
+            added = _added_in(engine, known)
+            words += [flag, *values]
+            if added is not None and not at_least(release, added):
+                notes.append(
+                    f"`{known}` came with {mined.ENGINE_NAMES[engine]} {added}: {name} does not "
+                    "have it; upgrade for it."
+                )
+                if upgrade_to is None or at_least(added, upgrade_to):
+                    upgrade_to = added
+    if not notes:
+        return finding
+    update: dict[str, object] = {
+        "patch": patch.model_copy(update={"args_add": words}),
+        "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
+    }
+    if upgrade_to is not None and finding.package is None:
+        update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
+    return finding.model_copy(update=update)
+
+
+def _added_in(engine: str, flag: str) -> str | None:
+    """The oldest mined release from which ``engine`` has ``flag``."""
+    return mined.first_release_with(
+        engine, lambda version: mined.flag_table(engine, version).lookup(flag).outcome == "exact"
+    )
+
+
+def _settings(words: list[str]) -> list[tuple[str, list[str]]]:
+    """``--flag value ...`` as each flag with the words that follow it."""
+    settings: list[tuple[str, list[str]]] = []
+    for word in words:
+        if word.startswith("--") or not settings:
+            settings.append((word, []))
+        else:
+            settings[-1][1].append(word)
+    return settings

@@ -1,0 +1,52 @@
+"""A finding's added flags are read against the release the log shows."""
+
+from __future__ import annotations
+
+from diagnose.core.models import Confidence, Finding, Patch, Role, Severity
+from diagnose.knowledge.release_flags import checked_flags
+
+
+def _adding(*words: str) -> Finding:
+    return Finding(
+        id="f1",
+        signature="demo",
+        category="launch_args",
+        severity=Severity.CRITICAL,
+        role=Role.ROOT_CAUSE,
+        title="demo",
+        explanation="demo",
+        confidence=Confidence.HIGH,
+        evidence=[],
+        patch=Patch(args_add=list(words)),
+    )
+
+
+def test_a_flag_split_since_is_written_as_the_release_spells_it_with_its_value() -> None:
+    checked = checked_flags(_adding("--cuda-graph-max-bs", "8"), "sglang", "0.5.23")
+    assert checked.patch is not None
+    assert checked.patch.args_add == [
+        "--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill", "8"
+    ]  # fmt: skip
+    assert "spells `--cuda-graph-max-bs`" in (checked.patch_note or "")
+
+
+def test_a_flag_the_release_dropped_is_left_out_with_its_value() -> None:
+    checked = checked_flags(_adding("--swap-space", "4", "--enforce-eager"), "vllm", "0.34.0")
+    assert checked.patch is not None and checked.patch.args_add == ["--enforce-eager"]
+    assert "`--swap-space` is gone" in (checked.patch_note or "")
+
+
+def test_a_flag_newer_than_the_release_comes_with_the_upgrade_that_brings_it() -> None:
+    checked = checked_flags(_adding("--disable-custom-all-reduce"), "sglang", "0.1.17")
+    assert checked.patch is not None and checked.patch.args_add == ["--disable-custom-all-reduce"]
+    assert checked.package is not None
+    assert (checked.package.name, checked.package.spec, checked.package.action) == (
+        "sglang", ">=0.2.15", "upgrade"
+    )  # fmt: skip
+
+
+def test_nothing_changes_where_the_log_shows_no_release_or_the_flag_is_there() -> None:
+    finding = _adding("--cuda-graph-max-bs", "8")
+    assert checked_flags(finding, "sglang", None) == finding
+    present = _adding("--tp-size", "2")
+    assert checked_flags(present, "sglang", "0.5.23") == present
