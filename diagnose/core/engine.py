@@ -35,12 +35,15 @@ from diagnose.core.models import (
     Finding,
     Hypothesis,
     InputSummary,
+    PackageAction,
+    Patch,
     PhaseTime,
     RankTime,
     Role,
     Severity,
     Timeline,
 )
+from diagnose.core.optionlink import OptionLink, launch_options, linked_option
 from diagnose.core.ranking import (
     Draft,
     catch_all_failures,
@@ -1058,7 +1061,7 @@ class Engine:
         seq = (
             first.seq if first is not None else (failure.exit.records[0].seq if failure.exit else 0)
         )
-        return Finding(
+        unknown = Finding(
             id="f0",
             signature=UNKNOWN_SIGNATURE,
             category="unknown",
@@ -1104,6 +1107,47 @@ class Engine:
                 else []
             ),
         )
+        error = " ".join(r.text for r in [*failure.first_error, *failure.traceback])
+        options = launch_options(
+            self.facts.get("launch_command"), self.facts.get("launch_settings")
+        )
+        link = linked_option(error, options) if first is not None and options else None
+        if link is None or first is None:
+            return unknown
+        return _option_path(unknown, link, first.text.strip()[:300], self._engine())
+
+
+OPTION_PATH_SIGNATURE = "launch-option-code-path"
+"""The name of a failure read as the code path one launch option turns on."""
+
+
+def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | None) -> Finding:
+    """The unknown failure read as the code path one launch option turns on: a lead, at low
+    confidence, whose fix is the test of it (start without the option, or upgrade)."""
+    setting = f"{link.flag} {link.value}" if link.value else link.flag
+    name = next((p.display_name for p in profiles() if p.name == engine), "the engine")
+    said = (
+        f"The error names `{link.word}`, which the launch option `{setting}` selects and no "
+        f"other option does: the failure is most likely in the optional code path that option "
+        f"turns on, a path {name} does not handle in this release (a bug or a combination it "
+        f"does not support yet). Start once without `{link.flag}` (the default path): if the "
+        f"server then starts, that is the cause; a newer {name} release may have fixed the path."
+    )
+    return unknown.model_copy(
+        update={
+            "signature": OPTION_PATH_SIGNATURE,
+            "category": "launch_args",
+            "title": f"The failure is in the code path `{setting}` turns on",
+            "explanation": f"{said} The first error: {first}",
+            "patch": Patch(args_remove=[link.flag]),
+            "patch_note": f"Without `{link.flag}` the engine takes its default path.",
+            "package": (PackageAction(name=engine, spec="", action="upgrade") if engine else None),
+            "alternatives": [
+                f"Keep `{setting}` and upgrade {name}: the release notes or issues of "
+                "the path name the fix."
+            ],
+        }
+    )
 
 
 _SILENT_DEATHS = (

@@ -1,0 +1,55 @@
+"""An unexplained error read against the launch options: the option whose own words the
+error names is the lead (core/optionlink.py)."""
+
+from __future__ import annotations
+
+from diagnose.core.optionlink import launch_options, linked_option, words_of
+from tests.conftest import primary, run_text
+
+ERROR = "AttributeError: 'TransformersForCausalLM' object has no attribute 'tp_size'"
+
+
+def test_options_come_from_a_command_line_and_from_printed_settings() -> None:
+    command = " --model-path /m/gemma --port 30000 --model-impl transformers --trust-remote-code"
+    assert launch_options(command, None) == [
+        ("--model-path", "/m/gemma"), ("--port", "30000"), ("--model-impl", "transformers"),
+        ("--trust-remote-code", None),
+    ]  # fmt: skip
+    settings = "{'model': '/m/gemma', 'model_impl': 'transformers', 'enforce_eager': True}"
+    assert ("--model-impl", "transformers") in launch_options(None, settings)
+    assert ("--enforce-eager", None) in launch_options(None, settings)
+
+
+def test_words_split_camel_and_snake_case() -> None:
+    assert {"transformers", "causal", "lm", "tp", "size"} <= words_of(ERROR)
+
+
+def test_the_one_option_the_error_names_is_the_link() -> None:
+    options = [("--model-impl", "transformers"), ("--mem-fraction-static", "0.8")]
+    link = linked_option(ERROR, options)
+    assert link is not None and (link.flag, link.word) == ("--model-impl", "transformers")
+
+
+def test_no_link_from_generic_words_paths_numbers_or_two_options() -> None:
+    assert linked_option("ValueError: bad model path", [("--model-path", "/models/x")]) is None
+    assert linked_option("ValueError: size 4 is wrong", [("--tp-size", "4")]) is None
+    both = [("--model-impl", "transformers"), ("--tokenizer-mode", "transformers")]
+    assert linked_option(ERROR, both) is None
+
+
+def test_an_unknown_failure_in_an_options_code_path_says_so_with_the_test_of_it() -> None:
+    log = (
+        "python3 -m sglang.launch_server --model-path unsloth/gemma-3-27B-it --port 30000 "
+        "--model-impl transformers\n"
+        f"{ERROR}\n"
+        "[2025-08-25 14:58:09] Received sigquit from a child process. It usually means the "
+        "child failed.\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "launch-option-code-path"
+    assert cause.category == "launch_args" and cause.confidence.value == "low"
+    assert cause.patch is not None and cause.patch.args_remove == ["--model-impl"]
+    assert cause.package is not None and cause.package.action == "upgrade"
+    unrelated = log.replace("--model-impl transformers", "--mem-fraction-static 0.8")
+    other = primary(run_text(unrelated))
+    assert other is not None and other.signature != "launch-option-code-path"
