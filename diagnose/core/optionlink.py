@@ -67,6 +67,19 @@ class OptionLink:
     word: str
 
 
+def flag_values(words: list[str]) -> list[tuple[str, str]]:
+    """Each ``--flag`` of command-line words with its value (``--flag=v`` or the next word
+    that is not an option; '' when it takes none)."""
+    found = []
+    for index, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        flag, _, inline = word.partition("=")
+        following = words[index + 1] if index + 1 < len(words) else ""
+        found.append((flag, inline or (following if not following.startswith("-") else "")))
+    return found
+
+
 def launch_options(command: str | None, settings: str | None) -> list[tuple[str, str | None]]:
     """The options of a launch command line (``--flag value``) or of a printed settings dict
     (``'model_impl': 'transformers'``), as flags with their values."""
@@ -76,19 +89,11 @@ def launch_options(command: str | None, settings: str | None) -> list[tuple[str,
             words = shlex.split(command)
         except ValueError:
             words = command.split()
-        for index, word in enumerate(words):
-            if not word.startswith("--"):
-                continue
-            flag, _, inline = word.partition("=")
-            following = words[index + 1] if index + 1 < len(words) else ""
-            value = inline or (following if following and not following.startswith("-") else "")
-            options.append((flag, value or None))
+        options += [(flag, value or None) for flag, value in flag_values(words)]
     for pair in _PAIR.finditer(settings or ""):
         value = pair.group("value").strip("'")
-        if value not in ("True",):
-            options.append(("--" + pair.group("key").replace("_", "-"), value))
-        else:
-            options.append(("--" + pair.group("key").replace("_", "-"), None))
+        flag = "--" + pair.group("key").replace("_", "-")
+        options.append((flag, None if value == "True" else value))
     return options
 
 

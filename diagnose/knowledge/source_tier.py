@@ -32,6 +32,7 @@ from diagnose.core.models import (
     Severity,
     known_category,
 )
+from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import knowledge_dir
@@ -999,12 +1000,7 @@ def _unrecognized_fix(
     named: list[str] = []
     hints: dict[str, str] = {}
     upgrade_to: str | None = None
-    for position, token in enumerate(tokens):
-        if not token.startswith("--"):
-            continue
-        flag, _, inline = token.partition("=")
-        following = tokens[position + 1] if position + 1 < len(tokens) else ""
-        value = inline or (following if following and not following.startswith("-") else "")
+    for flag, value in flag_values(tokens):
         known_here = table.lookup(flag).outcome in ("exact", "abbreviation")
         history = mined.flag_history(context.engine, flag, context.version or "")
         added_in = _added_in(flag, context) if history is None else None
