@@ -117,10 +117,10 @@ _STOP_COMMAND = re.compile(
 )
 """sudo's line for a person's ``systemctl stop``: who stopped the service."""
 _DEATH_NOTICE = re.compile("|".join(death_notices()))
+"""The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _RAISED = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:Error|Exception): |\[(?i:error|critical)\])")
 """A line that is an exception as Python prints it (``ImportError: ...``), or one a log viewer
 marks as an error (``[error]...``)."""
-"""The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _CAUSE_ELSEWHERE = re.compile("|".join(cause_elsewhere_lines()))
 """Lines that say a failure happened without saying which (wrappers and death notices)."""
 
