@@ -278,6 +278,14 @@ def first_release_with(engine: str, present: Callable[[str], bool | None]) -> st
     return first
 
 
+def first_release_with_flag(engine: str, flag: str) -> str | None:
+    """The oldest mined release from which ``engine`` has ``flag`` (exactly, through the newest
+    release)."""
+    return first_release_with(
+        engine, lambda version: flag_table(engine, version).lookup(flag).outcome == "exact"
+    )
+
+
 def _jsonl_gz(relative: str) -> list[dict[str, Any]]:
     with gzip.open(mined_dir() / relative, "rt", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle]

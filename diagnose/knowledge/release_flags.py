@@ -38,7 +38,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
         elif history is not None:
             notes.append(f"`{known}` is gone in {name} (removed in {history.gone_in}): left out.")
         else:
-            added = _added_in(engine, known)
+            added = mined.first_release_with_flag(engine, known)
             words += [flag, *values]
             if added is not None and not at_least(release, added):
                 notes.append(
@@ -56,13 +56,6 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if upgrade_to is not None and finding.package is None:
         update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
     return finding.model_copy(update=update)
-
-
-def _added_in(engine: str, flag: str) -> str | None:
-    """The oldest mined release from which ``engine`` has ``flag``."""
-    return mined.first_release_with(
-        engine, lambda version: mined.flag_table(engine, version).lookup(flag).outcome == "exact"
-    )
 
 
 def _settings(words: list[str]) -> list[tuple[str, list[str]]]:

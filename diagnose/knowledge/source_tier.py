@@ -1114,11 +1114,7 @@ def _added_in(flag: str, context: ReleaseContext) -> str | None:
     """The release that added ``flag``, when it is newer than the installed one: with no
     version shown, any release after the oldest mined (the installed one refused it)."""
     engine = context.engine
-
-    def has_flag(version: str) -> bool:
-        return mined.flag_table(engine, version).lookup(flag).outcome == "exact"
-
-    added = mined.first_release_with(engine, has_flag)
+    added = mined.first_release_with_flag(engine, flag)
     if added is None or added == mined.versions(engine)[0]:
         return None
     installed = context.version if context.shown is not None else None
