@@ -27,7 +27,7 @@ from diagnose.knowledge.deferred import (
     KnownIssueTier,
     MessageWordsTier,
     ReleaseFactsTier,
-    ReleaseRequirementPins,
+    ReleaseFixChecks,
 )
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
@@ -378,5 +378,5 @@ def engine_for(
             else []
         ),
         engine_version=engine_version,
-        pins=ReleaseRequirementPins() if knowledge else None,
+        pins=ReleaseFixChecks() if knowledge else None,
     )

@@ -98,7 +98,7 @@ class MessageWordsTier:
         return message_words_findings(incident)
 
 
-class ReleaseRequirementPins:
+class ReleaseFixChecks:
     """A finding's fix read against the release in the log: its added flags as that release
     spells them (imported only for a finding that adds flags, on a log that shows a release),
     then its package change made exact by the release's requirements (imported only for one
