@@ -987,13 +987,16 @@ def _argparse_finding(
 ARGPARSE_READINGS = frozenset(f"argparse-{engine}-flags" for engine in mined.ENGINES)
 """The signature names of this tier's readings of argparse errors."""
 _Fix = tuple[str, list[str], Patch | None, PackageAction | None]
-_OTHER_ENGINE = {"vllm": "SGLang", "sglang": "vLLM"}
 
 
 def _unrecognized_fix(
     tokens: list[str], table: mined.FlagTable, context: ReleaseContext, foreign: dict[str, str]
 ) -> _Fix | None:
     release_name = f"{context.name} {context.version}"
+    other = next(
+        (name for engine, name in mined.ENGINE_NAMES.items() if engine != context.engine),
+        "the other engine",
+    )
     sentences: list[str] = []
     remove: list[str] = []
     add: list[str] = []
@@ -1008,7 +1011,6 @@ def _unrecognized_fix(
             continue
         named.append(flag)
         dashed = "--" + flag[2:].replace("_", "-")
-        other = _OTHER_ENGINE.get(context.engine, "the other engine")
         if dashed in foreign and not known_here:
             spelled = foreign[dashed]
             if spelled and table.lookup(spelled).outcome == "exact":
