@@ -72,6 +72,14 @@ def test_a_decided_single_host_run_loads_no_fleet_tier_seam_or_workers(tmp_path:
     assert not {"diagnose.core.fleet", "diagnose.core.explain", "multiprocessing"} & warm
 
 
+def test_a_run_that_suggests_no_spelling_loads_no_difflib(tmp_path: Path) -> None:
+    args = ("file", str(INCIDENT), "--format", "json")
+    _modules(tmp_path, *args)  # fills the cache
+    warm, _ = _modules(tmp_path, *args)
+    assert "diagnose.core.engine" in warm
+    assert "difflib" not in warm
+
+
 def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(

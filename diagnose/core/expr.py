@@ -13,7 +13,6 @@ choices)`` or ``version_change(installed, wanted)``. Nothing is ever passed to `
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import operator
 import re
@@ -75,6 +74,8 @@ def nearest_choice(value: str, choices: list[str], cutoff: float = 0.8) -> str |
     started = [c for c in choices if c.lower().startswith(value.lower())]
     if len(started) == 1 and value:
         return started[0]
+    import difflib  # only to suggest a spelling for a mistake
+
     close = difflib.get_close_matches(value, choices, n=1, cutoff=cutoff)
     return close[0] if close else None
 
