@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import benchmarks  # noqa: F401  (stops with one line outside the project's environment)
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
-from diagnose.knowledge import issue_base, mined, source_index, source_tier
+from diagnose.knowledge import issue_base, location, mined, source_index, source_tier
 from diagnose.library import engine_for, load_library
 
 SIGNATURE_DECIDES = """\
@@ -67,7 +67,7 @@ def _first_use(text: str) -> float:
     """One diagnosis with every knowledge cache cleared: what the first run pays."""
     for cached in (
         issue_base.builtin_base,
-        issue_base.builtin_anchors,
+        location.builtin_anchors,
         source_index.builtin_index,
         source_tier.builtin_knowledge,
         mined.versions,
@@ -82,7 +82,7 @@ def _first_use(text: str) -> float:
 def main() -> None:
     _diagnose(KNOWN_ISSUE_DECIDES, True)  # imports and the library's YAML, paid by every run
     issue_base.builtin_base.cache_clear()
-    issue_base.builtin_anchors.cache_clear()
+    location.builtin_anchors.cache_clear()
     started = time.perf_counter()
     base = issue_base.builtin_base()
     load_ms = (time.perf_counter() - started) * 1000

@@ -12,16 +12,15 @@ from diagnose.core.models import Confidence, Diagnosis
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.knowledge.issue_base import (
-    ANCHORS_NAME,
     INDEX_NAME,
     IssueBase,
     anchors_payload,
     builtin_base,
     index_payload,
     load_records,
-    records_dir,
 )
 from diagnose.knowledge.issue_lint import coverage, lint
+from diagnose.knowledge.location import ANCHORS_NAME, records_dir
 from diagnose.knowledge.release_facts import RELEASE_TABLES
 from diagnose.knowledge.source_tier import ARGPARSE_READINGS
 from diagnose.library import engine_for, load_library

@@ -724,7 +724,7 @@ RecordsDirOption = Annotated[
 def known_issues_lint(directory: RecordsDirOption = None) -> None:
     """Check every record: schema, duplicates, examples that reach their record, the index."""
     from diagnose.commands import known_issues as known_issues_commands
-    from diagnose.knowledge.issue_base import records_dir
+    from diagnose.knowledge.location import records_dir
 
     problems = known_issues_commands.check(directory or records_dir())
     for problem in problems:
@@ -739,7 +739,8 @@ def known_issues_lint(directory: RecordsDirOption = None) -> None:
 def known_issues_build(directory: RecordsDirOption = None) -> None:
     """Write the compiled index and anchors the tool reads (after changing a record)."""
     from diagnose.commands import known_issues as known_issues_commands
-    from diagnose.knowledge.issue_base import ANCHORS_NAME, INDEX_NAME, records_dir
+    from diagnose.knowledge.issue_base import INDEX_NAME
+    from diagnose.knowledge.location import ANCHORS_NAME, records_dir
 
     where = directory or records_dir()
     count = known_issues_commands.build(where)
@@ -750,7 +751,7 @@ def known_issues_build(directory: RecordsDirOption = None) -> None:
 def known_issues_coverage(directory: RecordsDirOption = None) -> None:
     """Records and distinct threads per engine and category."""
     from diagnose.commands import known_issues as known_issues_commands
-    from diagnose.knowledge.issue_base import records_dir
+    from diagnose.knowledge.location import records_dir
 
     typer.echo(known_issues_commands.coverage_table(directory or records_dir()), nl=False)
 

@@ -13,14 +13,10 @@ from diagnose.atomic import write_atomically
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
 from diagnose.core.redact import Redactor
-from diagnose.knowledge.issue_base import (
-    ANCHORS_NAME,
-    INDEX_NAME,
-    anchors_payload,
-    index_payload,
-)
+from diagnose.knowledge.issue_base import INDEX_NAME, anchors_payload, index_payload
 from diagnose.knowledge.issue_lint import Problem, coverage, lint
 from diagnose.knowledge.known_issues import THREAD_URL, KnownIssue, load_record
+from diagnose.knowledge.location import ANCHORS_NAME
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.@+-]+){2,}/?")

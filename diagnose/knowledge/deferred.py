@@ -1,43 +1,19 @@
 """The knowledge tiers as the engine is given them: their needles at once (a small JSON list),
 their code and data only when a run asks them, so a run a hand signature decides never
-imports the tiers, their schemas or their YAML."""
+imports the tiers, their schemas or their YAML. This module is the top of the knowledge
+package: it imports the tiers, and no tier imports it."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.core.models import Finding
+from diagnose.knowledge.location import builtin_anchors
 
 if TYPE_CHECKING:
     from diagnose.core.explain import IncidentView
-
-ANCHORS_NAME = "anchors.json"
-"""The anchors alone, read on every run to choose the lines worth keeping; the index itself
-is read only when no hand signature decided."""
-
-
-def knowledge_dir() -> Path:
-    """``knowledge/`` as installed (``diagnose/_knowledge``) or beside the source tree."""
-    package = Path(__file__).resolve().parent.parent
-    installed = package / "_knowledge"
-    return installed if installed.is_dir() else package.parent / "knowledge"
-
-
-def records_dir() -> Path:
-    return knowledge_dir() / "known-issues"
-
-
-@cache
-def builtin_anchors() -> frozenset[str]:
-    """The anchors of the shipped known-issue records (a line holding one is kept)."""
-    path = records_dir() / ANCHORS_NAME
-    if not path.is_file():
-        return frozenset()
-    return frozenset(json.loads(path.read_text(encoding="utf-8")))
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,8 @@ import regex
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from diagnose.knowledge.deferred import ANCHORS_NAME as ANCHORS_NAME
-from diagnose.knowledge.deferred import builtin_anchors as builtin_anchors
-from diagnose.knowledge.deferred import knowledge_dir as knowledge_dir
-from diagnose.knowledge.deferred import records_dir
 from diagnose.knowledge.known_issues import _HOLE, KnownIssue, load_record
+from diagnose.knowledge.location import records_dir
 
 INDEX_NAME = "known-issues.json"
 """Read only when no hand signature decided (the anchors alone, ``ANCHORS_NAME``, are read on

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from diagnose.core.expr import distribution_name
 from diagnose.core.versions import release
-from diagnose.knowledge.issue_base import knowledge_dir
+from diagnose.knowledge.location import knowledge_dir
 
 ENGINES = ("sglang", "vllm")
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}

@@ -35,9 +35,9 @@ from diagnose.knowledge.issue_base import (
     EXCEPTION_PREFIX,
     common_words,
     compile_holes,
-    knowledge_dir,
 )
 from diagnose.knowledge.known_issues import _HOLE
+from diagnose.knowledge.location import knowledge_dir
 
 SOURCES = ("sglang", "vllm", "libraries")
 MAGIC = b"diagnose-source-index 1\n"

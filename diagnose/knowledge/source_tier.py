@@ -35,7 +35,7 @@ from diagnose.core.models import (
 from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
-from diagnose.knowledge.issue_base import knowledge_dir
+from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
