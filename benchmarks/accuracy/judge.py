@@ -1,12 +1,14 @@
 """Blind judging of the benchmark's cases: the material a reader judges, and the tally.
 
-    python benchmarks/accuracy/judge.py pack --round 3 --out DIR [--expert DIR] [--diagnose PATH]
+    python benchmarks/accuracy/judge.py pack --round 3 --out DIR [--expert DIR]
+                                        [--answers NAME=DIR ...] [--diagnose PATH]
     python benchmarks/accuracy/judge.py tally --key DIR/key.json --verdicts DIR/verdicts.jsonl
 
 `pack` runs `diagnose` on each case of the round (as score.py does, with the case's own thread
 left out), renders its primary finding the plain way `/work/shared/judging.md` describes, puts
-it beside any other answers (an expert's from the log alone, `--expert DIR/<case id>.json`)
-under shuffled labels, and writes one `C<NN>.md` per case with the thread's settled cause and
+it beside any other answers (an expert's from the log alone, `--expert DIR/<case id>.json`;
+any other source, such as a model's reading of the tool's digest, `--answers NAME=DIR`) under
+shuffled labels, and writes one `C<NN>.md` per case with the thread's settled cause and
 fix, plus `READER.md` (the rules) and `key.json` (which label is which: keep it from the
 reader). `tally` reads the reader's JSON lines and prints, per answer source, right cause,
 right fix and no diagnosis, as counts and percentages.
@@ -118,6 +120,17 @@ def case_page(number: str, entry: dict[str, Any], answers: list[tuple[str, str]]
     return "\n".join(parts)
 
 
+def other_answers(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The answer sources beside the tool's: `--expert DIR`, then each `--answers NAME=DIR`."""
+    sources = [("expert", args.expert)] if args.expert else []
+    for given in args.answers or []:
+        name, equals, folder = given.partition("=")
+        if not equals or not name or name == "tool":
+            raise score.BadInput(f"--answers {given!r}: expected NAME=DIR, NAME not 'tool'")
+        sources.append((name, Path(folder)))
+    return sources
+
+
 def pack(args: argparse.Namespace) -> int:
     entries = [
         entry
@@ -135,9 +148,10 @@ def pack(args: argparse.Namespace) -> int:
         sources: list[tuple[str, dict[str, Any] | None]] = [
             ("tool", tool_answer(score.run_diagnose(args.diagnose, entry, with_version)))
         ]
-        expert = args.expert / f"{entry['id']}.json" if args.expert else None
-        if expert is not None and expert.is_file():
-            sources.append(("expert", json.loads(expert.read_text(encoding="utf-8"))))
+        for name, folder in other_answers(args):
+            answer = folder / f"{entry['id']}.json"
+            if answer.is_file():
+                sources.append((name, json.loads(answer.read_text(encoding="utf-8"))))
         shuffle.shuffle(sources)
         labels = "ABCDEFGH"[: len(sources)]
         key[number] = {
@@ -186,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     packing.add_argument("--round", type=int, required=True, help="the cases' `round:` value")
     packing.add_argument("--out", type=Path, required=True, help="folder for the material")
     packing.add_argument("--expert", type=Path, help="folder of other answers, <case id>.json")
+    packing.add_argument(
+        "--answers",
+        action="append",
+        metavar="NAME=DIR",
+        help="another answer source, DIR/<case id>.json (repeatable)",
+    )
     packing.add_argument("--seed", type=int, default=0, help="the label shuffle's seed")
     packing.add_argument(
         "--diagnose",
