@@ -31,3 +31,17 @@ def test_a_traceback_in_the_engines_own_kernel_package_names_the_engine() -> Non
         "undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
     )
     assert run_text(log).engine == "sglang"
+
+
+def test_a_launch_command_names_the_engine_when_no_line_has_its_format() -> None:
+    """A pasted excerpt of the command and the one error line: `python -m PACKAGE` and the
+    engine's own `serve` command say whose log it is; a word that merely starts with the
+    engine's name does not."""
+    error = "RuntimeError: the server could not start\n"
+    assert run_text(f"python -m vllm.entrypoints.openai.api_server --model m\n{error}").engine == (
+        "vllm"
+    )
+    assert run_text(f"$ python3 -m sglang.launch_server --model-path m\n{error}").engine == "sglang"
+    assert run_text(f"$ sglang serve --model-path m --tp 2\n{error}").engine == "sglang"
+    assert run_text(f"vllm serve Qwen/Qwen3-8B --port 8000\n{error}").engine == "vllm"
+    assert run_text(f"pip install my-vllm-serve-helper\n{error}").engine is None

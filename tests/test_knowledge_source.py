@@ -562,3 +562,31 @@ def test_a_flag_the_message_says_to_do_without_is_removed() -> None:
         ReleaseContext("vllm", "0.11.0", "0.11.0"),
     )
     assert fix.patch is not None and fix.patch.args_remove == ["--model"]
+
+
+def test_an_invalid_attention_backend_is_read_as_a_forced_backend_not_an_unknown() -> None:
+    """vLLM's own message when VLLM_ATTENTION_BACKEND (or a flag) forces a backend that this
+    platform and engine lack: a launch setting, said at low confidence."""
+    log = (
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/platforms/cuda.py", line 171, in '
+        "get_attn_backend_cls\n"
+        "    raise ValueError(\n"
+        "ValueError: Invalid attention backend for cuda, with use_v1: False use_mla: False\n"
+    )
+    cause = _cause(log, ("vllm", "0.7.3"))
+    assert (cause.tier, cause.category, cause.confidence) == (
+        "engine_source",
+        "launch_args",
+        Confidence.LOW,
+    )
+
+
+def test_an_invalid_repository_id_points_at_reaching_the_model() -> None:
+    log = (
+        "ValueError: Invalid repository ID or local directory specified: 'org/no-such-model'.\n"
+        "Please verify the following requirements:\n"
+        "1. Provide a valid Hugging Face repository ID.\n"
+    )
+    cause = _cause(log)
+    assert (cause.category, cause.confidence) == ("model_access", Confidence.LOW)
+    assert cause.patch is None

@@ -93,9 +93,11 @@ MESSAGE_CONTINUATION_LINES = 4
 _ENGINE_OF_PACKAGE = {package: p.name for p in profiles() for package in (p.name, *p.code_packages)}
 """Each engine's Python packages (its own name, its kernels), to the engine."""
 _ENGINE_IN_CODE = re.compile(
-    r"(?:/|\bfrom |\bimport )(" + "|".join(_ENGINE_OF_PACKAGE) + r")(?=[./\s]|$)"
+    r"(?:/|\bfrom |\bimport |(?<![\w-])-m\s+)(" + "|".join(_ENGINE_OF_PACKAGE) + r")(?=[./\s]|$)"
+    r"|(?<![\w./-])(" + "|".join(p.name for p in profiles()) + r")(?= serve\b)"
 )
-"""An engine's package in a traceback frame's path or an import statement."""
+"""An engine's package in a traceback frame's path, an import statement or ``python -m``, or
+its own command (``vllm serve``, ``sglang serve``) on a launch line."""
 
 ALWAYS_INTERESTING = (
     "Started ",
@@ -319,8 +321,8 @@ class Engine:
         if record.engine:
             self.engines[record.engine] = self.engines.get(record.engine, 0) + 1
         elif not self.engines:
-            for package in _ENGINE_IN_CODE.findall(record.text):
-                named = _ENGINE_OF_PACKAGE[package]
+            for package, command in _ENGINE_IN_CODE.findall(record.text):
+                named = _ENGINE_OF_PACKAGE[package or command]
                 self._engine_code_hints[named] = self._engine_code_hints.get(named, 0) + 1
         phase = phase_of(record.text, record.engine) if record.origin == "app" else None
         banner = launch_marker(record.text) if phase == "launch" else None
