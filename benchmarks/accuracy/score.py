@@ -1,6 +1,7 @@
 """Score `diagnose` against the real-incident benchmark in this folder.
 
     python benchmarks/accuracy/score.py [--filter PATTERN] [--json OUT] [--diagnose PATH]
+                                        [--digests DIR]
 
 Each case under `cases/` is a log posted in a public thread plus the answer that thread settled
 on; each log under `healthy/` comes from a server that started and served. Every log is run
@@ -94,12 +95,12 @@ def supports_engine_version(diagnose: str) -> bool:
     return "--engine-version" in helptext
 
 
-def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> dict[str, Any]:
-    """Run the tool on the entry's log, leaving its own thread out, and return the JSON report."""
+def run_tool(diagnose: str, entry: dict[str, Any], with_version: bool, options: list[str]) -> str:
+    """Run `diagnose file LOG OPTIONS` on the entry's log, leaving its own thread out; its stdout."""
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as tmp:
         tmp.write(entry["log"])
         log_path = tmp.name
-    command = [diagnose, "file", log_path, "--format", "json"]
+    command = [diagnose, "file", log_path, *options]
     if with_version and entry.get("version"):
         command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
     env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"])
@@ -110,8 +111,21 @@ def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> di
     if completed.returncode not in (0, 1):
         raise BadInput(f"{entry['id']}: diagnose exited {completed.returncode}: "
                        f"{completed.stderr.strip()[-500:]}")  # fmt: skip
-    report: dict[str, Any] = json.loads(completed.stdout)
+    return completed.stdout
+
+
+def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> dict[str, Any]:
+    """The tool's JSON report on the entry's log."""
+    report: dict[str, Any] = json.loads(
+        run_tool(diagnose, entry, with_version, ["--format", "json"])
+    )
     return report
+
+
+def write_digest(diagnose: str, entry: dict[str, Any], with_version: bool, folder: Path) -> None:
+    """Write what `--ask` would send for the entry's log to FOLDER/<id>.txt."""
+    digest = run_tool(diagnose, entry, with_version, ["--show-digest"])
+    (folder / f"{entry['id']}.txt").write_text(digest, encoding="utf-8")
 
 
 def primary_finding(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -284,8 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         default=str(Path(sys.executable).with_name("diagnose")),
         help="the diagnose executable (default: the one beside this Python)",
     )
+    parser.add_argument(
+        "--digests",
+        type=Path,
+        metavar="DIR",
+        help="also write each log's digest, exactly what --ask would send, to DIR/<id>.txt",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.digests is not None:
+            args.digests.mkdir(parents=True, exist_ok=True)
         entries = [(load_entry(path, kind), kind) for path, kind in collect(args.filter)]
         if not entries:
             raise BadInput("no case or healthy files matched")
@@ -293,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for entry, kind in entries:
             report = run_diagnose(args.diagnose, entry, with_version)
+            if args.digests is not None:
+                write_digest(args.diagnose, entry, with_version, args.digests)
             score = score_case if kind == "case" else score_healthy
             results.append(score(entry, report))
     except (BadInput, OSError, json.JSONDecodeError) as error:

@@ -170,6 +170,14 @@ EngineVersionOption = Annotated[
         help="The engine and version the log came from, when it does not say: sglang==0.5.23.",
     ),
 ]
+ShowDigestOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-digest",
+        help="Print exactly what --ask would send to the model (the redacted digest) and "
+        "send nothing; no report.",
+    ),
+]
 JournalFilesOption = Annotated[
     list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
 ]
@@ -236,6 +244,7 @@ def file_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    show_digest: ShowDigestOption = False,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
@@ -298,6 +307,7 @@ def journal_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    show_digest: ShowDigestOption = False,
     progress: Annotated[
         bool | None,
         typer.Option(

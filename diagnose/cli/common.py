@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diagnose.core.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
+    from diagnose.assistant.digest import Digest
     from diagnose.core.models import Diagnosis
 
 show_tracebacks = False
@@ -55,6 +56,15 @@ def emit(
     return None
 
 
+def print_digest(digest: Digest) -> ExitCode:
+    """``--show-digest``: the digest as it would be sent, on stdout; its size on stderr."""
+    from diagnose.runs.output import write_stdout
+
+    write_stdout(digest.text)
+    say(f"diagnose: digest of about {digest.tokens} tokens (characters / 4); nothing was sent")
+    return ExitCode.OK
+
+
 def duration(value: str | None, option: str) -> float | None:
     """A duration option (``5m``, ``30s``) in seconds, checked."""
     from diagnose.core.signature import parse_duration
@@ -96,11 +106,13 @@ def run_file(
     patch_only: bool,
     clock_skew: str | None,
     jobs: int,
+    show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose file``: its options as the command line gives them; the exit code."""
     from diagnose.commands.file import diagnose_files
     from diagnose.runs import output as report
 
+    facts: dict[str, Any] = {}
     diagnosis = diagnose_files(
         paths or [],
         signature_dirs or [],
@@ -109,7 +121,12 @@ def run_file(
         engine_version=engine_and_version(engine_version),
         skew_tolerance_s=duration(clock_skew, "--clock-skew"),
         jobs=jobs,
+        facts=facts,
     )
+    if show_digest:
+        from diagnose.assistant.sources import file_digest
+
+        return print_digest(file_digest(diagnosis, facts, paths or ["-"]))
     refused = emit(diagnosis, fmt, output, no_redact, patch_only)
     return refused or report.exit_code(diagnosis, fail_on)
 
@@ -139,6 +156,7 @@ def run_journal(
     clock_skew: str | None,
     jobs: int,
     progress: bool | None,
+    show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose journal``: its options as the command line gives them; the exit code."""
     from diagnose.runs import output as report
@@ -184,6 +202,10 @@ def run_journal(
             not no_gpu,
             options.engine_version,
         )
+    if show_digest:
+        from diagnose.assistant.sources import journal_digest
+
+        return print_digest(journal_digest(result.diagnosis, result.facts, result.config))
     refused = emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if refused is not None:
         return refused
