@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.assistant.config import DEFAULT_TOKEN_BUDGET
 from diagnose.core.models import Diagnosis, Finding
 from diagnose.core.redact import Redactor
 from diagnose.inputs.excerpt import Excerpt
@@ -25,7 +26,6 @@ from diagnose.knowledge import mined
 from diagnose.library import EXCLUDE_THREADS_VARIABLE
 from diagnose.render.common import patch_lines
 
-DEFAULT_TOKEN_BUDGET = 8000
 CHARS_PER_TOKEN = 4
 """How tokens are estimated: one token per four characters."""
 

@@ -1,13 +1,16 @@
-"""The digest of a run of ``diagnose file`` or ``diagnose journal``: which lines it quotes and
-which unit facts it holds."""
+"""The assistant for a run of ``diagnose file`` or ``diagnose journal``: the digest (which lines
+it quotes, which unit facts it holds), whether to ask, and the drop-in made again with the
+model's finding in it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from diagnose.assistant.answer import Release
+from diagnose.assistant.ask import second_opinion, wants_answer
+from diagnose.assistant.config import DEFAULT_TOKEN_BUDGET, AssistantSettings
 from diagnose.assistant.digest import (
-    DEFAULT_TOKEN_BUDGET,
     HEAD_LINES,
     TAIL_LINES,
     Digest,
@@ -15,9 +18,13 @@ from diagnose.assistant.digest import (
     evidence_excerpt,
     wanted_lines,
 )
+from diagnose.core.changes import with_plan
 from diagnose.core.models import Diagnosis
 from diagnose.inputs.excerpt import read_excerpt
 from diagnose.inputs.files import LogInput
+from diagnose.knowledge import mined
+from diagnose.runs.journal import JournalResult
+from diagnose.systemd.patching import earlier_fixes, patched_against_unit
 from diagnose.systemd.unit import UnitConfig
 
 
@@ -53,3 +60,53 @@ def journal_digest(
     return build_digest(
         diagnosis, facts, evidence_excerpt(diagnosis), settings, budget_tokens=budget_tokens
     )
+
+
+def release_of(
+    diagnosis: Diagnosis, facts: Mapping[str, Any], given: tuple[str, str] | None
+) -> Release:
+    """The engine and version the answer is checked against: as given, else as the log says."""
+    if given is not None:
+        return Release(*given)
+    engine = diagnosis.engine or next((e for e in mined.ENGINES if facts.get(f"{e}_version")), None)
+    return Release(engine, facts.get(f"{engine}_version") if engine else None)
+
+
+def file_opinion(
+    diagnosis: Diagnosis,
+    facts: Mapping[str, Any],
+    arguments: list[str],
+    settings: AssistantSettings,
+    ask: bool,
+    given: tuple[str, str] | None,
+) -> Diagnosis:
+    """``diagnose file``'s report with the model's checked finding, when it is to be asked."""
+    if not wants_answer(ask, settings, diagnosis):
+        return diagnosis
+    digest = file_digest(diagnosis, facts, arguments, settings.token_budget)
+    release = release_of(diagnosis, facts, given)
+    return second_opinion(diagnosis, digest, settings, release, with_plan)
+
+
+def journal_opinion(result: JournalResult, settings: AssistantSettings, ask: bool) -> Diagnosis:
+    """``diagnose journal``'s report with the model's checked finding, its drop-in rendered
+    against the unit as the deterministic one is."""
+    diagnosis = result.diagnosis
+    if not wants_answer(ask, settings, diagnosis):
+        return diagnosis
+    config = result.config
+    options = result.options
+
+    def replan(changed: Diagnosis) -> Diagnosis:
+        if config is None:
+            return with_plan(changed)
+        user = options is not None and options.user
+        root = options.root if options is not None else None
+        unit_file = options.unit_file if options is not None else None
+        earlier, head = ([], "") if user else earlier_fixes(config.name, root, unit_file)
+        return patched_against_unit(changed, config, [], earlier, head)
+
+    digest = journal_digest(diagnosis, result.facts, config, settings.token_budget)
+    given = options.engine_version if options is not None else None
+    release = release_of(diagnosis, result.facts, given)
+    return second_opinion(diagnosis, digest, settings, release, replan)

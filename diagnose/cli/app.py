@@ -170,6 +170,16 @@ EngineVersionOption = Annotated[
         help="The engine and version the log came from, when it does not say: sglang==0.5.23.",
     ),
 ]
+AskOption = Annotated[
+    bool,
+    typer.Option(
+        "--ask",
+        help="Also ask your model for a second opinion (OpenAI Chat Completions API at "
+        "DIAGNOSE_ASSISTANT_URL, or the [assistant] section of ~/.config/diagnose/config.toml): "
+        "it gets the redacted digest --show-digest prints; its answer is checked and shown "
+        "beside diagnose's own.",
+    ),
+]
 ShowDigestOption = Annotated[
     bool,
     typer.Option(
@@ -244,6 +254,7 @@ def file_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    ask: AskOption = False,
     show_digest: ShowDigestOption = False,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
@@ -307,6 +318,7 @@ def journal_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    ask: AskOption = False,
     show_digest: ShowDigestOption = False,
     progress: Annotated[
         bool | None,

@@ -106,6 +106,7 @@ def run_file(
     patch_only: bool,
     clock_skew: str | None,
     jobs: int,
+    ask: bool = False,
     show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose file``: its options as the command line gives them; the exit code."""
@@ -123,10 +124,19 @@ def run_file(
         jobs=jobs,
         facts=facts,
     )
+    from diagnose.assistant.config import settings as assistant_settings
+
+    assistant = assistant_settings()
     if show_digest:
         from diagnose.assistant.sources import file_digest
 
-        return print_digest(file_digest(diagnosis, facts, paths or ["-"]))
+        digest = file_digest(diagnosis, facts, paths or ["-"], assistant.token_budget)
+        return print_digest(digest)
+    if ask or assistant.when != "never":
+        from diagnose.assistant.sources import file_opinion
+
+        given = engine_and_version(engine_version)
+        diagnosis = file_opinion(diagnosis, facts, paths or ["-"], assistant, ask, given)
     refused = emit(diagnosis, fmt, output, no_redact, patch_only)
     return refused or report.exit_code(diagnosis, fail_on)
 
@@ -156,6 +166,7 @@ def run_journal(
     clock_skew: str | None,
     jobs: int,
     progress: bool | None,
+    ask: bool = False,
     show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose journal``: its options as the command line gives them; the exit code."""
@@ -190,6 +201,20 @@ def run_journal(
         say_host if progress else None,
     )
     say(f"diagnose: {result.scope.describe()}")
+    from diagnose.assistant.config import settings as assistant_settings
+
+    assistant = assistant_settings()
+    if show_digest:
+        from diagnose.assistant.sources import journal_digest
+
+        digest = journal_digest(
+            result.diagnosis, result.facts, result.config, assistant.token_budget
+        )
+        return print_digest(digest)
+    if ask or assistant.when != "never":
+        from diagnose.assistant.sources import journal_opinion
+
+        result.diagnosis = journal_opinion(result, assistant, ask)
     if result.config is not None and not user:
         from diagnose.commands.preflight import check_unit_fix
 
@@ -202,10 +227,6 @@ def run_journal(
             not no_gpu,
             options.engine_version,
         )
-    if show_digest:
-        from diagnose.assistant.sources import journal_digest
-
-        return print_digest(journal_digest(result.diagnosis, result.facts, result.config))
     refused = emit(result.diagnosis, fmt, output, no_redact, patch_only)
     if refused is not None:
         return refused
