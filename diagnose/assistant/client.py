@@ -87,6 +87,10 @@ def _served_model(client: Any, deadline: float) -> str:
     try:
         served = client.models.list(timeout=max(0.1, deadline - time.monotonic()))
         return str(served.data[0].id)
+    except openai.APITimeoutError:
+        raise Fault("no answer within the timeout") from None
+    except openai.APIConnectionError as error:
+        raise Fault(f"cannot connect: {error.__cause__ or error}") from None
     except (openai.OpenAIError, IndexError, AttributeError):
         raise Fault(
             "no model configured and the server lists none: set DIAGNOSE_ASSISTANT_MODEL"
