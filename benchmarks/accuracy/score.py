@@ -1,7 +1,7 @@
 """Score `diagnose` against the real-incident benchmark in this folder.
 
     python benchmarks/accuracy/score.py [--filter PATTERN] [--json OUT] [--diagnose PATH]
-                                        [--digests DIR]
+                                        [--digests DIR] [--assistant replay:DIR]
 
 Each case under `cases/` is a log posted in a public thread plus the answer that thread settled
 on; each log under `healthy/` comes from a server that started and served. Every log is run
@@ -95,7 +95,13 @@ def supports_engine_version(diagnose: str) -> bool:
     return "--engine-version" in helptext
 
 
-def run_tool(diagnose: str, entry: dict[str, Any], with_version: bool, options: list[str]) -> str:
+def run_tool(
+    diagnose: str,
+    entry: dict[str, Any],
+    with_version: bool,
+    options: list[str],
+    extra_env: dict[str, str] | None = None,
+) -> str:
     """Run `diagnose file LOG OPTIONS` on the entry's log, leaving its own thread out; its stdout."""
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as tmp:
         tmp.write(entry["log"])
@@ -103,7 +109,7 @@ def run_tool(diagnose: str, entry: dict[str, Any], with_version: bool, options: 
     command = [diagnose, "file", log_path, *options]
     if with_version and entry.get("version"):
         command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
-    env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"])
+    env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"], **(extra_env or {}))
     try:
         completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     finally:
@@ -114,11 +120,18 @@ def run_tool(diagnose: str, entry: dict[str, Any], with_version: bool, options: 
     return completed.stdout
 
 
-def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> dict[str, Any]:
-    """The tool's JSON report on the entry's log."""
-    report: dict[str, Any] = json.loads(
-        run_tool(diagnose, entry, with_version, ["--format", "json"])
-    )
+def run_diagnose(
+    diagnose: str, entry: dict[str, Any], with_version: bool, answers: Path | None = None
+) -> dict[str, Any]:
+    """The tool's JSON report on the entry's log; with ``answers``, the model's recorded answer
+    ANSWERS/<id>.json read through `--ask` exactly as a live one (checked, and shown only when
+    it passes), from no server."""
+    options = ["--format", "json"]
+    env = {}
+    if answers is not None and (answers / f"{entry['id']}.json").is_file():
+        options.append("--ask")
+        env = {"DIAGNOSE_ASSISTANT_URL": f"replay:{answers / (entry['id'] + '.json')}"}
+    report: dict[str, Any] = json.loads(run_tool(diagnose, entry, with_version, options, env))
     return report
 
 
@@ -304,7 +317,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="also write each log's digest, exactly what --ask would send, to DIR/<id>.txt",
     )
+    parser.add_argument(
+        "--assistant",
+        metavar="replay:DIR",
+        help="score the assistant tier from recorded answers: DIR/<id>.json holds the message "
+        "text a model returned for DIR's digest (see --digests); no network",
+    )
     args = parser.parse_args(argv)
+    answers = None
+    if args.assistant is not None:
+        if not args.assistant.startswith("replay:") or not Path(args.assistant[7:]).is_dir():
+            print("score.py: --assistant: expected replay:DIR with DIR a folder", file=sys.stderr)
+            return 2
+        answers = Path(args.assistant[7:])
     try:
         if args.digests is not None:
             args.digests.mkdir(parents=True, exist_ok=True)
@@ -314,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         with_version = supports_engine_version(args.diagnose)
         results = []
         for entry, kind in entries:
-            report = run_diagnose(args.diagnose, entry, with_version)
+            report = run_diagnose(args.diagnose, entry, with_version, answers)
             if args.digests is not None:
                 write_digest(args.diagnose, entry, with_version, args.digests)
             score = score_case if kind == "case" else score_healthy

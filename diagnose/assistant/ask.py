@@ -139,7 +139,9 @@ def _with_finding(diagnosis: Diagnosis, finding: Finding) -> Diagnosis:
     """The model's finding beside the deterministic ones. It never outranks a finding of high
     confidence (it is then an advisory, and a note says when they disagree); it takes the
     place of an undecided primary (unknown, or of lower confidence), which stays in the
-    report; with no failure found it is an advisory. The exit code stays as it was."""
+    report, at its severity. Where diagnose found no failure, a finding with evidence and
+    more than low confidence is the primary (an error: the exit code says so); else an
+    advisory."""
     primary = diagnosis.finding(diagnosis.primary)
     decided = (
         primary is not None
@@ -147,6 +149,10 @@ def _with_finding(diagnosis: Diagnosis, finding: Finding) -> Diagnosis:
         and primary.category != "unknown"
     )
     notes = list(diagnosis.notes)
+    if primary is None and finding.evidence and finding.confidence is not Confidence.LOW:
+        return diagnosis.model_copy(
+            update={"findings": [finding, *diagnosis.findings], "primary": finding.id}
+        )
     if primary is None or decided:
         finding = finding.model_copy(update={"role": Role.ADVISORY, "severity": Severity.WARNING})
         if primary is not None and primary.category != finding.category:
