@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests import journalgen
 from tests.conftest import FIXTURES
 
 REPLIES = FIXTURES / "assistant"
@@ -357,3 +359,65 @@ def _no_stray_threads() -> Iterator[None]:
     before = threading.active_count()
     yield
     assert threading.active_count() <= before + 1
+
+
+def answering(answer: dict[str, Any], model: str = "Qwen/Qwen3-32B") -> Step:
+    """A vLLM reply (the recorded one's shape) whose message is ``answer``."""
+    recorded = json.loads((REPLIES / "vllm-structured.json").read_text(encoding="utf-8"))
+    recorded["model"] = model
+    recorded["choices"][0]["message"]["content"] = json.dumps(answer)
+    body = json.dumps(recorded).encode()
+
+    def send(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return send
+
+
+SPEC_V2 = {
+    "category": "spec_decode_config",
+    "cause": "Speculative decoding on this hybrid model needs the extra_buffer Mamba strategy.",
+    "evidence": [1],
+    "fix": {
+        "env_set": {"SGLANG_ENABLE_SPEC_V2": "1"},
+        "args_add": ["--mamba-scheduler-strategy", "extra_buffer"],
+        "args_remove": ["--mamba-scheduler-strategy"],
+    },
+    "checks": [],
+    "confidence": "high",
+}
+
+
+@pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl",
+)
+def test_journal_and_postmortem_ask_with_the_unit_in_the_digest(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "loop.journal")
+    unit_file = journalgen.FIXTURES / "journal" / "sglang-qwen.service"
+    journal_args = ["-u", "sglang-qwen", "--file", journal]
+    with ChatServer([answering(SPEC_V2)]) as server:
+        run = diagnose(
+            env, "journal", *journal_args, "--unit-file", unit_file, "-f", "json", "--ask",
+            url=server.url,
+        )  # fmt: skip
+        data = report(run)
+        written = diagnose(
+            env, "postmortem", "write", *journal_args, "--dir", tmp_path / "pm", "--ask",
+            url=server.url,
+        )  # fmt: skip
+    digest = server.requests[0]["body"]["messages"][1]["content"]
+    assert "[Service] ExecStart=" in digest
+    assert "numbered in this digest" in digest
+    (finding,) = assistant_findings(data)
+    assert finding["role"] == "advisory"  # the spec-v2 signature is sure: it stays primary
+    assert finding["evidence"][0]["line"] is None and finding["evidence"][0]["text"]
+    assert written.returncode == 0, written.stderr
+    (saved,) = (tmp_path / "pm").glob("*.json")
+    assert assistant_findings(json.loads(saved.read_text()))[0]["model"] == "Qwen/Qwen3-32B"

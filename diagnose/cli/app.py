@@ -481,6 +481,7 @@ def postmortem_write(
     journal_dir: JournalDirOption = None,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
+    ask: AskOption = False,
 ) -> None:
     """Write a Markdown and a JSON postmortem of UNIT's failed start (the hook runs this)."""
     from diagnose.commands import postmortem as postmortem_commands
@@ -488,7 +489,7 @@ def postmortem_write(
 
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
     written = postmortem_commands.write(
-        options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn
+        options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn, ask
     )
     say(f"diagnose: {written.result.scope.describe()}")
     say(f"diagnose: wrote {written.markdown}")
