@@ -102,18 +102,17 @@ def run_tool(
     options: list[str],
     extra_env: dict[str, str] | None = None,
 ) -> str:
-    """Run `diagnose file LOG OPTIONS` on the entry's log, leaving its own thread out; its stdout."""
-    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as tmp:
-        tmp.write(entry["log"])
-        log_path = tmp.name
-    command = [diagnose, "file", log_path, *options]
-    if with_version and entry.get("version"):
-        command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
-    env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"], **(extra_env or {}))
-    try:
+    """Run `diagnose file LOG OPTIONS` on the entry's log, leaving its own thread out; its stdout.
+    The log is always named `server.log`: its name is in a digest, and must not give the case's
+    answer away."""
+    with tempfile.TemporaryDirectory() as folder:
+        log_path = Path(folder) / "server.log"
+        log_path.write_text(entry["log"], encoding="utf-8")
+        command = [diagnose, "file", str(log_path), *options]
+        if with_version and entry.get("version"):
+            command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
+        env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"], **(extra_env or {}))
         completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    finally:
-        os.unlink(log_path)
     if completed.returncode not in (0, 1):
         raise BadInput(f"{entry['id']}: diagnose exited {completed.returncode}: "
                        f"{completed.stderr.strip()[-500:]}")  # fmt: skip

@@ -41,6 +41,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+")
 _ENV_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\S*)")
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 _WORD = re.compile(r"[a-z][a-z0-9]+")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
 _ENGINE_VERSIONS = {f"{engine}_version" for engine in mined.ENGINES}
 
 
@@ -111,28 +112,21 @@ def build_digest(
     """The digest of ``diagnosis``: facts first, then as much of ``excerpt`` as the budget
     leaves, nearest the evidence first."""
     engine = diagnosis.engine or _engine_of(facts)
+    guessed = engine is None and (engine := _engine_by_flags(excerpt)) is not None
     version = facts.get(f"{engine}_version") if engine else None
     release = mined.nearest_version(engine, version) if engine in mined.ENGINES else None
     given_flags = _given_flags(facts)
     first_error = _first_error(diagnosis, excerpt)
-    primary = diagnosis.finding(diagnosis.primary)
-    decisive = "\n".join(e.message or e.text for e in primary.evidence) if primary else ""
+    decisive = _decisive_text(diagnosis)
     sections = [
-        ("Engine", _engine_lines(engine, version, release)),
+        ("Engine", _engine_lines(engine, version, release, guessed)),
         ("Launch command", _launch_lines(facts)),
         ("Unit (systemd, as configured)", list(unit_settings)),
         ("Timeline", _timeline_lines(diagnosis)),
         ("Other facts the tool read from the log", _fact_lines(facts)),
         ("The tool's own candidates", _candidate_lines(diagnosis, excerpt)),
         ("Unexplained error templates (count, first line)", _template_lines(diagnosis)),
-        (
-            f"{_release_name(engine, release)}: options near the flags given",
-            _option_lines(engine, release, given_flags, decisive),
-        ),
-        (
-            f"{_release_name(engine, release)}: environment variables",
-            _env_lines(engine, release, excerpt, decisive),
-        ),
+        *_release_sections(engine, release, given_flags, excerpt, decisive),
         (
             "Known issues that match, with the versions that fixed them",
             _issue_lines(diagnosis, engine, version),
@@ -155,6 +149,46 @@ def build_digest(
     )  # fmt: skip
     text += "\n" + _excerpt_section(excerpt, shown_lines)
     return Digest(text, shown_lines, excerpt.source or None)
+
+
+def _decisive_text(diagnosis: Diagnosis) -> str:
+    """The primary finding's evidence; with no primary, every finding's and template's."""
+    primary = diagnosis.finding(diagnosis.primary)
+    findings = [primary] if primary else diagnosis.findings
+    texts = [e.message or e.text for f in findings for e in f.evidence]
+    texts += [t.template for f in findings for t in f.templates]
+    return "\n".join(texts)
+
+
+def _release_sections(
+    engine: str | None,
+    release: str | None,
+    given_flags: list[str],
+    excerpt: Excerpt,
+    decisive: str,
+) -> list[tuple[str, list[str]]]:
+    """The options and variables of the log's release; when the log names no engine, of each
+    engine's newest release."""
+    if engine is not None:
+        releases = [(engine, release, _release_name(engine, release))]
+    else:
+        releases = [
+            (name, newest, f"{_release_name(name, newest)} (if the engine is {name})")
+            for name in mined.ENGINES
+            if (newest := mined.nearest_version(name, None))
+        ]
+    sections = []
+    for name, table, title in releases:
+        sections.append(
+            (
+                f"{title}: options near the flags given",
+                _option_lines(name, table, given_flags, decisive),
+            )
+        )
+        sections.append(
+            (f"{title}: environment variables", _env_lines(name, table, excerpt, decisive))
+        )
+    return sections
 
 
 def _head(excerpt: Excerpt, first_error: int | None) -> str:
@@ -195,10 +229,28 @@ def _release_name(engine: str | None, release: str | None) -> str:
     return "The engine release"
 
 
-def _engine_lines(engine: str | None, version: str | None, release: str | None) -> list[str]:
+def _engine_by_flags(excerpt: Excerpt) -> str | None:
+    """The one engine whose newest release has more of the flags the log names than the
+    other's (a log of only an argparse error names no engine)."""
+    flags = {f for text in excerpt.lines.values() for f in _FLAG.findall(text)}
+    if not flags:
+        return None
+    known = {}
+    for engine in mined.ENGINES:
+        newest = mined.nearest_version(engine, None)
+        table = mined.flag_table(engine, newest) if newest else None
+        known[engine] = sum(table is not None and table.lookup(f).outcome == "exact" for f in flags)
+    ranked = sorted(known, key=known.__getitem__, reverse=True)
+    return ranked[0] if known[ranked[0]] > known[ranked[1]] else None
+
+
+def _engine_lines(
+    engine: str | None, version: str | None, release: str | None, guessed: bool
+) -> list[str]:
     if engine is None:
         return ["engine: not recognised from the log"]
-    lines = [f"engine: {engine}", f"version: {version or 'not shown in the log'}"]
+    how = " (not named by the log: the one whose options the log's flags are)" if guessed else ""
+    lines = [f"engine: {engine}{how}", f"version: {version or 'not shown in the log'}"]
     if release:
         why = "the nearest mined release" if version else "the newest mined: the log shows none"
         lines.append(f"option and variable tables below are from release {release} ({why})")
@@ -355,7 +407,21 @@ def _option_lines(
             option = table.lookup(flag).option
             if option is not None:
                 lines.append(f"{flag} (the error names it): {_option_words(option)}")
+    registry = mined.registries(engine).get(release)
+    for dest, kind in _REGISTERED.items():
+        names = sorted(getattr(registry, kind, ()))
+        option = table.setting(dest)
+        if names and option is not None and any(f in decisive for f in option.flags):
+            lines.append(f"{option.flags[0]}: the names this release registers: {', '.join(names)}")
     return lines
+
+
+_REGISTERED = {
+    "tool_call_parser": "tool_parsers",
+    "reasoning_parser": "reasoning_parsers",
+    "quantization": "quantization_methods",
+}
+"""Options whose values a release registers at run time (not argparse choices)."""
 
 
 def _option_words(option: mined.FlagOption) -> str:
@@ -363,7 +429,7 @@ def _option_words(option: mined.FlagOption) -> str:
     if option.type and not option.type.startswith("_"):
         words[0] += f" ({option.type})"
     if option.choices:
-        words.append("choices " + ", ".join(str(c) for c in option.choices[:12]))
+        words.append("choices " + ", ".join(str(c) for c in option.choices[:60]))
     if option.default not in (None, "", False):
         words.append(f"default {option.default}")
     if option.deprecated:
