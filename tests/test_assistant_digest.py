@@ -97,8 +97,21 @@ def test_show_digest_of_stdin_quotes_the_evidence(tmp_path: Path) -> None:
     assert "numbered in this digest" in shown.stdout
 
 
-SECRETS = [S, *(token for _, token in SHAPED), *PEM_BODY]
-PLANTS = [*KEYED, *(f"download failed (using {token}) retrying" for _, token in SHAPED), PEM]
+MORE_SHAPES = [
+    "ghp_" + "Zx9" * 12,
+    "glpat-" + "Qw8e" * 5,
+    "xoxb-" + "12345678-" * 3 + "AbCdEfGh",
+    "github_pat_" + "11AB" * 10,
+]
+SECRETS = [S, *(token for _, token in SHAPED), *MORE_SHAPES, *PEM_BODY]
+PLANTS = [
+    *KEYED,
+    *(f"download failed (using {token}) retrying" for _, token in SHAPED),
+    *(f"git clone failed with {token} for the weights" for token in MORE_SHAPES),
+    f"request headers: Authorization: Bearer {S}",
+    f"Environment=HF_TOKEN={S}",
+    PEM,
+]
 
 
 @settings(
