@@ -33,18 +33,18 @@ launch_server.py: error: unrecognized arguments: --mem-fraction-statik 0.8
 Step = Callable[[BaseHTTPRequestHandler], None]
 
 
+def send_json(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def reply(name: str, status: int = 200) -> Step:
     """Answer with a recorded body."""
     body = (REPLIES / name).read_bytes()
-
-    def send(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return send
+    return lambda handler: send_json(handler, body, status)
 
 
 def stall(seconds: float) -> Step:
@@ -57,12 +57,9 @@ def stall(seconds: float) -> Step:
 
 def huge(handler: BaseHTTPRequestHandler) -> None:
     """A 3 MiB reply, as a model that does not stop would send."""
-    content = json.dumps({"choices": [{"message": {"content": "x" * (3 << 20)}}]}).encode()
-    handler.send_response(200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(content)))
-    handler.end_headers()
-    handler.wfile.write(content)
+    send_json(
+        handler, json.dumps({"choices": [{"message": {"content": "x" * (3 << 20)}}]}).encode()
+    )
 
 
 class ChatServer:
@@ -367,15 +364,7 @@ def answering(answer: dict[str, Any], model: str = "Qwen/Qwen3-32B") -> Step:
     recorded["model"] = model
     recorded["choices"][0]["message"]["content"] = json.dumps(answer)
     body = json.dumps(recorded).encode()
-
-    def send(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return send
+    return lambda handler: send_json(handler, body)
 
 
 SPEC_V2 = {
