@@ -60,6 +60,7 @@ def test_a_long_log_is_cut_to_the_budget_keeping_the_evidence_and_its_traceback(
     evidence = 20000 + 26  # the ValueError line of the crash
     assert f"L{evidence}: " in digest.text and "ValueError: Speculative decoding" in digest.text
     assert f"L{20000 + 7}: " in digest.text  # its traceback's header
+    assert f"exit: Main process exited, code=exited, status=1/FAILURE (L{20000 + 27}" in digest.text
     assert "… " not in digest.text.splitlines()[0]
 
 

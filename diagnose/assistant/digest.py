@@ -42,6 +42,11 @@ _ENV_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\S*)")
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
+_EXIT = re.compile(
+    r"Main process exited, code=\w+, status=[\w/]+|Failed with result '[\w-]+'"
+    r"|Killed process \d+ \([^)]*\)|\bKilled\b$|exited with (?:code|status) -?\d+"
+    r"|Start request repeated too quickly|start operation timed out"
+)
 _ENGINE_VERSIONS = {f"{engine}_version" for engine in mined.ENGINES}
 
 
@@ -122,7 +127,7 @@ def build_digest(
         ("Engine", _engine_lines(engine, version, release, guessed)),
         ("Launch command", _launch_lines(facts)),
         ("Unit (systemd, as configured)", list(unit_settings)),
-        ("Timeline", _timeline_lines(diagnosis)),
+        ("Timeline", _timeline_lines(diagnosis) + _exit_lines(excerpt)),
         ("Other facts the tool read from the log", _fact_lines(facts)),
         ("The tool's own candidates", _candidate_lines(diagnosis, excerpt)),
         ("Unexplained error templates (count, first line)", _template_lines(diagnosis)),
@@ -303,6 +308,20 @@ def _timeline_lines(diagnosis: Diagnosis) -> list[str]:
         if value is not None:
             lines.append(f"{name}: {value}")
     return lines
+
+
+def _exit_lines(excerpt: Excerpt) -> list[str]:
+    """How processes ended, as systemd, the shell and the kernel say it, by line."""
+    exits: dict[str, list[int]] = {}
+    for number, text in excerpt.lines.items():
+        match = _EXIT.search(text)
+        if match:
+            exits.setdefault(match.group(0), []).append(number)
+    return [
+        f"exit: {said} (L{', L'.join(map(str, numbers[:6]))}"
+        + (f", {len(numbers) - 6} more)" if len(numbers) > 6 else ")")
+        for said, numbers in list(exits.items())[:10]
+    ]
 
 
 def _first_error(diagnosis: Diagnosis, excerpt: Excerpt) -> int | None:
