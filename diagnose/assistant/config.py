@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from diagnose.assistant import config_path
 from diagnose.core.errors import UserError
 
 URL_VARIABLE = "DIAGNOSE_ASSISTANT_URL"
@@ -50,11 +51,6 @@ class AssistantSettings:
     max_tokens: int
     token_budget: int
     when: When
-
-
-def config_path(environ: Mapping[str, str]) -> Path:
-    home = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(home) / "diagnose" / "config.toml"
 
 
 def read_section(path: Path) -> AssistantSection:

@@ -110,6 +110,7 @@ def run_file(
     show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose file``: its options as the command line gives them; the exit code."""
+    from diagnose.assistant import settings_if_any
     from diagnose.commands.file import diagnose_files
     from diagnose.runs import output as report
 
@@ -124,15 +125,13 @@ def run_file(
         jobs=jobs,
         facts=facts,
     )
-    from diagnose.assistant.config import settings as assistant_settings
-
-    assistant = assistant_settings()
-    if show_digest:
+    assistant = settings_if_any(ask or show_digest)
+    if show_digest and assistant is not None:
         from diagnose.assistant.sources import file_digest
 
         digest = file_digest(diagnosis, facts, paths or ["-"], assistant.token_budget)
         return print_digest(digest)
-    if ask or assistant.when != "never":
+    if assistant is not None and (ask or assistant.when != "never"):
         from diagnose.assistant.sources import file_opinion
 
         given = engine_and_version(engine_version)
@@ -170,6 +169,7 @@ def run_journal(
     show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose journal``: its options as the command line gives them; the exit code."""
+    from diagnose.assistant import settings_if_any
     from diagnose.runs import output as report
     from diagnose.runs.journal import JournalOptions, diagnose_journal
 
@@ -201,17 +201,15 @@ def run_journal(
         say_host if progress else None,
     )
     say(f"diagnose: {result.scope.describe()}")
-    from diagnose.assistant.config import settings as assistant_settings
-
-    assistant = assistant_settings()
-    if show_digest:
+    assistant = settings_if_any(ask or show_digest)
+    if show_digest and assistant is not None:
         from diagnose.assistant.sources import journal_digest
 
         digest = journal_digest(
             result.diagnosis, result.facts, result.config, assistant.token_budget
         )
         return print_digest(digest)
-    if ask or assistant.when != "never":
+    if assistant is not None and (ask or assistant.when != "never"):
         from diagnose.assistant.sources import journal_opinion
 
         result.diagnosis = journal_opinion(result, assistant, ask)

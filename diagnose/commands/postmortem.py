@@ -87,11 +87,11 @@ def write(
     """Diagnose the unit as ``diagnose journal`` does (asking the assistant as it would, with
     ``ask`` or the config's ``when``) and write both reports (redacted); the JSON goes last,
     so a listed JSON always has its Markdown beside it."""
-    from diagnose.assistant.config import settings
+    from diagnose.assistant import settings_if_any
 
     result = diagnose_journal(options, signature_dirs, hang_after, warn)
-    assistant = settings()
-    if ask or assistant.when != "never":
+    assistant = settings_if_any(ask)
+    if assistant is not None and (ask or assistant.when != "never"):
         from diagnose.assistant.sources import journal_opinion
 
         result.diagnosis = journal_opinion(result, assistant, ask)
