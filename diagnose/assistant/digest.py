@@ -120,7 +120,6 @@ def build_digest(
     guessed = engine is None and (engine := _engine_by_flags(excerpt)) is not None
     version = facts.get(f"{engine}_version") if engine else None
     release = mined.nearest_version(engine, version) if engine in mined.ENGINES else None
-    given_flags = _given_flags(facts)
     first_error = _first_error(diagnosis, excerpt)
     decisive = _decisive_text(diagnosis)
     sections = [
@@ -131,7 +130,7 @@ def build_digest(
         ("Other facts the tool read from the log", _fact_lines(facts)),
         ("The tool's own candidates", _candidate_lines(diagnosis, excerpt)),
         ("Unexplained error templates (count, first line)", _template_lines(diagnosis)),
-        *_release_sections(engine, release, given_flags, excerpt, decisive),
+        *_release_sections(engine, release, facts, excerpt, decisive),
         (
             "Known issues that match, with the versions that fixed them",
             _issue_lines(diagnosis, engine, version),
@@ -168,7 +167,7 @@ def _decisive_text(diagnosis: Diagnosis) -> str:
 def _release_sections(
     engine: str | None,
     release: str | None,
-    given_flags: list[str],
+    facts: Mapping[str, Any],
     excerpt: Excerpt,
     decisive: str,
 ) -> list[tuple[str, list[str]]]:
@@ -187,7 +186,7 @@ def _release_sections(
         sections.append(
             (
                 f"{title}: options near the flags given",
-                _option_lines(name, table, given_flags, decisive),
+                _option_lines(name, table, _given_flags(facts, name, table), decisive),
             )
         )
         sections.append(
@@ -377,8 +376,9 @@ def _template_lines(diagnosis: Diagnosis) -> list[str]:
     return list(seen.values())
 
 
-def _given_flags(facts: Mapping[str, Any]) -> list[str]:
-    """The flags of the command line, then the settings the engine printed (as flags)."""
+def _given_flags(facts: Mapping[str, Any], engine: str, release: str | None) -> list[str]:
+    """The flags of the command line, then the settings the engine printed (as flags), then
+    the launch values the tool read that are settings of this release (``tp_size``)."""
     flags: list[str] = []
     command = str(facts.get("launch_command") or "")
     try:
@@ -394,6 +394,9 @@ def _given_flags(facts: Mapping[str, Any]) -> list[str]:
             parsed = None
         if isinstance(parsed, dict):
             flags += ["--" + str(key).replace("_", "-") for key in parsed]
+    if release is not None:
+        table = mined.flag_table(engine, release)
+        flags += [option.flags[0] for name in facts if (option := table.setting(name))]
     return list(dict.fromkeys(flags))
 
 
@@ -496,7 +499,7 @@ def _env_lines(
                 f"{name}: NOT read by {mined.ENGINE_NAMES[engine]}"
                 + (f"; closest: {', '.join(close)}" if close else "")
             )
-    words = set(_WORD.findall(decisive.lower()))
+    words = {word for word in _WORD.findall(decisive.lower()) if len(word) > 3}
     scored = []
     for var in declared.values():
         overlap = len(set(var.name.lower().split("_")) - {engine} & words)
