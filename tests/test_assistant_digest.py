@@ -80,7 +80,8 @@ def test_show_digest_prints_the_digest_and_no_report(tmp_path: Path) -> None:
     log.write_text(SGLANG_BAD_FLAG, encoding="utf-8")
     shown = run_cli("file", log, "--show-digest")
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith("# diagnose digest")
+    assert shown.stdout.startswith("[system]\nYou diagnose why")
+    assert "\n[user]\n# diagnose digest" in shown.stdout
     assert "nothing was sent" in shown.stderr
     assert '"findings"' not in shown.stdout and "Root cause" not in shown.stdout
 
@@ -156,4 +157,4 @@ def test_score_writes_each_cases_digest(tmp_path: Path) -> None:
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr
     digest = (tmp_path / "vllm-015-enable-reasoning-removed.txt").read_text(encoding="utf-8")
-    assert digest.startswith("# diagnose digest") and "--enable-reasoning" in digest
+    assert "[user]\n# diagnose digest" in digest and "--enable-reasoning" in digest

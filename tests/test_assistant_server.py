@@ -192,7 +192,10 @@ def test_an_answer_in_each_servers_format_becomes_a_checked_finding(
     assert body["model"] == "served-model"
     assert body["response_format"]["type"] == "json_schema"
     assert "evidence" in body["response_format"]["json_schema"]["schema"]["properties"]
-    assert body["messages"][1]["content"].startswith("# diagnose digest")
+    shown = diagnose(env, "file", log, "--show-digest", url=server.url).stdout
+    system, user = (message["content"] for message in body["messages"])
+    assert shown == f"[system]\n{system}\n\n[user]\n{user}"  # exactly what was sent
+    assert user.startswith("# diagnose digest")
     assert "L4: launch_server.py: error: unrecognized arguments" in body["messages"][1]["content"]
 
 
@@ -298,7 +301,7 @@ def test_nothing_is_sent_unless_asked(env: dict[str, str], log: Path) -> None:
         decided = report(diagnose(env, "file", log, "-f", "json", url=server.url))
     assert server.requests == []
     assert assistant_findings(data) == [] and assistant_findings(decided) == []
-    assert shown.stdout.startswith("# diagnose digest")
+    assert "[user]\n# diagnose digest" in shown.stdout
 
 
 def test_when_always_asks_without_the_flag(env: dict[str, str], log: Path) -> None:

@@ -38,6 +38,11 @@ downgrade, pin, install or reinstall) or null, system (host actions, as commands
 - confidence: high, medium or low"""
 
 
+def request_text(digest: Digest) -> str:
+    """The two messages sent, as ``--show-digest`` prints them."""
+    return f"[system]\n{INSTRUCTIONS}\n\n[user]\n{digest.text}"
+
+
 def wants_answer(ask: bool, settings: AssistantSettings, diagnosis: Diagnosis) -> bool:
     """``--ask``, or ``when`` says so: ``always``, or ``unknown`` and no finding decided the
     failure (the primary is unknown, generic or of low confidence)."""

@@ -57,10 +57,12 @@ def emit(
 
 
 def print_digest(digest: Digest) -> ExitCode:
-    """``--show-digest``: the digest as it would be sent, on stdout; its size on stderr."""
+    """``--show-digest``: the request as it would be sent (the instructions, then the
+    digest), on stdout; the digest's size on stderr."""
+    from diagnose.assistant.ask import request_text
     from diagnose.runs.output import write_stdout
 
-    write_stdout(digest.text)
+    write_stdout(request_text(digest))
     say(f"diagnose: digest of about {digest.tokens} tokens (characters / 4); nothing was sent")
     return ExitCode.OK
 
