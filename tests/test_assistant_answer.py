@@ -81,6 +81,14 @@ def test_an_unusable_answer_is_rejected_in_one_line(content: str, said: str) -> 
     assert "\n" not in str(rejected.value)
 
 
+def test_cited_lines_are_read_as_models_write_them() -> None:
+    cited = answer().model_dump() | {"evidence": ["L2: python -m sglang", "L3-L4", 9, "L5 - 9"]}
+    assert Answer.model_validate(cited).evidence == [2, 3, 4, 9, 5, 6, 7, 8, 9]
+    no_fix = answer().model_dump() | {"fix": None}
+    checked = check_answer(Answer.model_validate(no_fix), DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is None
+
+
 def test_evidence_must_cite_a_line_the_digest_showed() -> None:
     made_up = answer().model_copy(update={"evidence": [4, 77]})
     checked = check_answer(made_up, DIGEST, SGLANG, "m", "f2")

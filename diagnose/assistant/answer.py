@@ -33,7 +33,9 @@ Category = Literal[CATEGORIES]  # type: ignore[valid-type]
 
 _THINKING = re.compile(r"<think>.*?</think>|^.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-_LINE_REFERENCE = re.compile(r"^\s*L?(\d{1,9})\s*$", re.IGNORECASE)
+_LINE_REFERENCE = re.compile(r"^\s*L?(\d{1,9})(?:\s*[-\u2013]\s*L?(\d{1,9}))?(?!\d)", re.IGNORECASE)
+MAX_RANGE = 40
+"""The most lines one cited range (``L7-L26``) stands for."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNIT_KEY = re.compile(r"^(Unit|Service|Install)\.[A-Za-z][A-Za-z0-9]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -73,11 +75,11 @@ class Answer(_Schema):
     """What the model is asked to return, and all that is read of it."""
 
     category: Category = Field(description="The category of the root cause.")
-    cause: str = Field(description="The root cause in two or three sentences.", max_length=2000)
+    cause: str = Field(description="The root cause in two or three sentences.", max_length=4000)
     evidence: list[int] = Field(
         description="The numbers of the digest's log lines that show the cause (L12 is 12)."
     )
-    fix: AnswerFix
+    fix: AnswerFix | None = Field(description="null when no configuration change helps.")
     checks: list[str] = Field(
         default_factory=list, description="Commands or steps that confirm the cause."
     )
@@ -86,13 +88,19 @@ class Answer(_Schema):
     @field_validator("evidence", mode="before")
     @classmethod
     def _line_numbers(cls, value: object) -> object:
-        """``"L12"`` and ``"12"`` as 12; anything else is left for validation to refuse."""
+        """``"L12"``, ``"12"`` and ``"L12: text"`` as 12, ``"L7-L9"`` as 7, 8, 9; anything
+        else is left for validation to refuse."""
         if not isinstance(value, list):
             return value
-        read = []
+        read: list[object] = []
         for item in value:
             match = _LINE_REFERENCE.match(item) if isinstance(item, str) else None
-            read.append(int(match.group(1)) if match else item)
+            if match is None:
+                read.append(item)
+                continue
+            first = int(match.group(1))
+            last = int(match.group(2) or first)
+            read += range(first, min(last, first + MAX_RANGE - 1) + 1) if last >= first else [first]
         return read
 
 
@@ -173,7 +181,8 @@ def check_answer(
     if not evidence:
         notes.append("No evidence line stands: confidence lowered to low.")
         confidence = Confidence.LOW
-    patch, package = _checked_fix(answer.fix, release, notes)
+    fix = answer.fix or AnswerFix()
+    patch, package = _checked_fix(fix, release, notes)
     cause = " ".join(answer.cause.split())
     finding = Finding(
         id=finding_id,
@@ -190,7 +199,7 @@ def check_answer(
         next_checks=[_clean(c) for c in answer.checks[:8] if _clean(c)],
         tier="assistant",
         package=package,
-        system_actions=[_clean(s) for s in answer.fix.system[:8] if _clean(s)],
+        system_actions=[_clean(s) for s in fix.system[:8] if _clean(s)],
         model=model,
     )
     finding = checked_flags(finding, release.engine, release.version)
