@@ -136,6 +136,16 @@ def test_the_fix_renders_through_the_drop_in_machinery() -> None:
     assert "TimeoutStartSec=900" in (render_dropin(checked.finding.patch, "sglang.service") or "")
 
 
+def test_model_text_reaches_no_terminal_as_control_sequences() -> None:
+    loud = answer().model_copy(
+        update={"cause": "\x1b[31mRed\x1b[0m cause.\x07\nMore.", "checks": ["\x1b]0;title\x07ls"]}
+    )
+    checked = check_answer(loud, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None
+    shown = [checked.finding.title, checked.finding.explanation, *checked.finding.next_checks]
+    assert not any(c in text for text in shown for c in "\x1b\x07\n")
+
+
 def test_an_answer_without_a_cause_is_no_finding() -> None:
     unknown = answer().model_copy(update={"category": "unknown"})
     assert check_answer(unknown, DIGEST, SGLANG, "m", "f2").finding is None
