@@ -413,3 +413,26 @@ def test_journal_and_postmortem_ask_with_the_unit_in_the_digest(
     assert written.returncode == 0, written.stderr
     (saved,) = (tmp_path / "pm").glob("*.json")
     assert assistant_findings(json.loads(saved.read_text()))[0]["model"] == "Qwen/Qwen3-32B"
+
+
+def test_when_unknown_asks_only_where_diagnose_could_not_decide(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    odd = tmp_path / "odd.log"
+    odd.write_text(
+        "INFO 03-01 11:53:10 [api_server.py:1] vLLM API server version 0.11.0\n"
+        "ERROR 03-01 11:53:12 [core.py:1] RuntimeError: the frobnicator refused to frob\n",
+        encoding="utf-8",
+    )
+    configure(env, '[assistant]\nwhen = "unknown"\n')
+    answer = {**SPEC_V2, "category": "kernel_build", "evidence": [2], "confidence": "medium"}
+    with ChatServer([answering(answer)]) as server:
+        plain = report(diagnose(env, "file", odd, "-f", "json", url=None))
+        data = report(diagnose(env, "file", odd, "-f", "json", url=server.url))
+    assert (
+        next(f for f in plain["findings"] if f["id"] == plain["primary"])["category"] == "unknown"
+    )
+    assert len(server.requests) == 1
+    (finding,) = assistant_findings(data)
+    assert data["primary"] == finding["id"] and finding["severity"] == "error"
+    assert any(f["signature"] == "unknown-failure" for f in data["findings"])  # kept beside it
