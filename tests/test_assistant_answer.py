@@ -84,6 +84,9 @@ def test_an_unusable_answer_is_rejected_in_one_line(content: str, said: str) -> 
 def test_cited_lines_are_read_as_models_write_them() -> None:
     cited = answer().model_dump() | {"evidence": ["L2: python -m sglang", "L3-L4", 9, "L5 - 9"]}
     assert Answer.model_validate(cited).evidence == [2, 3, 4, 9, 5, 6, 7, 8, 9]
+    numbers = answer(env_set={"NCCL_P2P_DISABLE": 1}, args_add=["--tp-size", 2]).fix
+    assert numbers is not None and numbers.env_set == {"NCCL_P2P_DISABLE": "1"}
+    assert numbers.args_add == ["--tp-size", "2"]
     no_fix = answer().model_dump() | {"fix": None}
     checked = check_answer(Answer.model_validate(no_fix), DIGEST, SGLANG, "m", "f2")
     assert checked.finding is not None and checked.finding.patch is None
@@ -144,6 +147,21 @@ def test_model_text_reaches_no_terminal_as_control_sequences() -> None:
     assert checked.finding is not None
     shown = [checked.finding.title, checked.finding.explanation, *checked.finding.next_checks]
     assert not any(c in text for text in shown for c in "\x1b\x07\n")
+
+
+def test_a_package_change_must_be_a_pep_440_specifier() -> None:
+    good = check_answer(
+        answer(package={"name": "sglang", "spec": ">=0.5.10", "action": "upgrade"}),
+        DIGEST, SGLANG, "m", "f2",
+    )  # fmt: skip
+    bad = check_answer(
+        answer(package={"name": "sglang", "spec": "latest please", "action": "upgrade"}),
+        DIGEST, SGLANG, "m", "f2",
+    )  # fmt: skip
+    assert good.finding is not None and good.finding.package is not None
+    assert good.finding.package.spec == ">=0.5.10"
+    assert bad.finding is not None and bad.finding.package is None
+    assert "not a version specifier" in (bad.finding.patch_note or "")
 
 
 def test_an_answer_without_a_cause_is_no_finding() -> None:

@@ -39,6 +39,7 @@ MAX_RANGE = 40
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNIT_KEY = re.compile(r"^(Unit|Service|Install)\.[A-Za-z][A-Za-z0-9]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class _Schema(BaseModel):
@@ -69,6 +70,23 @@ class AnswerFix(_Schema):
     system: list[str] = Field(
         default_factory=list, description="Actions on the host outside the unit (commands)."
     )
+
+    @field_validator("env_set", "unit_set", "args_add", "args_remove", mode="before")
+    @classmethod
+    def _numbers_as_words(cls, value: object) -> object:
+        """``{"NCCL_P2P_DISABLE": 1}`` and ``["--tp-size", 2]`` as the words they stand for."""
+        if isinstance(value, dict):
+            return {key: _word(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [_word(item) for item in value]
+        return value
+
+
+def _word(value: object) -> object:
+    """A number or a switch as a command line or an environment writes it."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value) if isinstance(value, int | float) else value
 
 
 class Answer(_Schema):
@@ -238,12 +256,24 @@ def _checked_fix(
         args_remove=args_remove,
         unit_set=unit_set,
     )
-    package = (
-        PackageAction(name=fix.package.name, spec=fix.package.spec, action=fix.package.action)
-        if fix.package is not None
-        else None
-    )
-    return (None if patch.is_empty() else patch), package
+    return (None if patch.is_empty() else patch), _checked_package(fix.package, notes)
+
+
+def _checked_package(package: AnswerPackage | None, notes: list[str]) -> PackageAction | None:
+    """The package change when its name is a distribution's and its spec PEP 440's."""
+    if package is None:
+        return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(package.spec)
+    except InvalidSpecifier:
+        notes.append(f"`{_clean(package.spec)[:40]}` is not a version specifier: package left out.")
+        return None
+    if not _PACKAGE_NAME.match(package.name):
+        notes.append(f"`{_clean(package.name)[:40]}` is not a package name: left out.")
+        return None
+    return PackageAction(name=package.name, spec=package.spec, action=package.action)
 
 
 def _checked_flags(words: list[str], release: Release, notes: list[str]) -> list[str]:
