@@ -254,9 +254,21 @@ def test_a_client_error_is_one_note_and_not_retried(
     assert len(server.requests) == 1
 
 
+def cut_short(handler: BaseHTTPRequestHandler) -> None:
+    """A reply whose connection drops halfway through its body."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", "100000")
+    handler.end_headers()
+    handler.wfile.write(b'{"choices": [{"message": {"content": "')
+    handler.wfile.flush()
+    handler.close_connection = True
+
+
 @pytest.mark.parametrize(
     ("step", "said"),
     [
+        (cut_short, "the request failed"),
         (reply("refusal.json"), "the model refused: I can't help with that."),
         (reply("prose-not-json.json"), "the answer is not the asked JSON (no JSON object in it)"),
         (huge, "the reply is larger than 1 MiB: not read"),

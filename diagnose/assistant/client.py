@@ -74,8 +74,13 @@ def _within(work: Callable[[], T], deadline: float, timeout: float) -> T:
     thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
         raise Fault(f"no answer within the timeout ({timeout:g} s)")
-    if "error" in outcome:
-        raise outcome["error"]
+    error = outcome.get("error")
+    if isinstance(error, Fault):
+        raise error
+    if isinstance(error, Exception):  # the HTTP stack's own (a reply cut short, a bad header)
+        raise Fault(f"the request failed: {' '.join(str(error).split())[:200]}") from error
+    if error is not None:
+        raise error
     value: T = outcome["value"]
     return value
 
