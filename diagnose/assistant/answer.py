@@ -22,6 +22,8 @@ from diagnose.core.models import (
     Patch,
     Role,
     Severity,
+    empty_dict,
+    empty_list,
 )
 from diagnose.knowledge import mined
 from diagnose.knowledge.release_flags import checked_flags, flag_settings
@@ -55,20 +57,20 @@ class AnswerPackage(_Schema):
 class AnswerFix(_Schema):
     """The change, in the same parts as diagnose's own patches."""
 
-    env_set: dict[str, str] = Field(default_factory=dict, description="Environment to set.")
-    env_unset: list[str] = Field(default_factory=list, description="Environment to unset.")
+    env_set: dict[str, str] = Field(default_factory=empty_dict, description="Environment to set.")
+    env_unset: list[str] = Field(default_factory=empty_list, description="Environment to unset.")
     args_add: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Launch flags to add, as tokens on the command line: ['--tp-size', '2'].",
     )
-    args_remove: list[str] = Field(default_factory=list, description="Launch flags to drop.")
+    args_remove: list[str] = Field(default_factory=empty_list, description="Launch flags to drop.")
     unit_set: dict[str, str] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         description="systemd unit settings as 'Section.Key': value ('Service.TimeoutStartSec').",
     )
     package: AnswerPackage | None = None
     system: list[str] = Field(
-        default_factory=list, description="Actions on the host outside the unit (commands)."
+        default_factory=empty_list, description="Actions on the host outside the unit (commands)."
     )
 
     @field_validator("env_set", "unit_set", "args_add", "args_remove", mode="before")
@@ -99,7 +101,7 @@ class Answer(_Schema):
     )
     fix: AnswerFix | None = Field(description="null when no configuration change helps.")
     checks: list[str] = Field(
-        default_factory=list, description="Commands or steps that confirm the cause."
+        default_factory=empty_list, description="Commands or steps that confirm the cause."
     )
     confidence: Literal["high", "medium", "low"]
 
