@@ -23,11 +23,13 @@ accuracy benchmark scores recorded answers this way); its model is named ``repla
 INSTRUCTIONS = f"""You diagnose why an LLM inference server (SGLang or vLLM) run by systemd \
 failed to start. You get a digest that the tool `diagnose` built from the server's log: facts \
 the log does not show (the release's own launch options and environment variables, known \
-issues and the versions that fixed them, the unit file), the tool's own candidate findings, \
-and the log lines that matter, each written `L<number>: text`. Secrets appear as \
-<redacted:KIND:N>. Name the ROOT CAUSE (the earliest failure that explains the rest, not its \
-consequences) and the smallest change that fixes it. Use only flags and environment variables \
-the digest shows the release has. Answer with one JSON object and nothing else:
+issues and the versions that fixed them, the unit file), the tool's own candidate findings \
+(often right, sometimes wrong or incomplete: weigh them against the log), and the log lines \
+that matter, each written `L<number>: text`. Secrets appear as <redacted:KIND:N>. Name the \
+ROOT CAUSE (the earliest failure that explains the rest, not its consequences) and the smallest \
+change that fixes it, concretely (values that work, exact package versions). Spell flags and \
+environment variables as the release the digest names does: a flag or variable that release \
+lacks is dropped when the answer is checked. Answer with one JSON object and nothing else:
 - category: one of {", ".join(CATEGORIES)}
 - cause: two or three sentences
 - evidence: the numbers of the log lines that show the cause (L12 is 12)
