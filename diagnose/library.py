@@ -111,7 +111,8 @@ def signature_files(directory: Path) -> list[Path]:
     )
 
 
-def _cache_dir() -> Path | None:
+def cache_dir() -> Path | None:
+    """Where diagnose keeps what it may reuse between runs; None when `DIAGNOSE_CACHE_DIR=off`."""
     configured = os.environ.get(CACHE_DIR_VARIABLE)
     if configured == "off":
         return None
@@ -145,7 +146,7 @@ def _schema_digest() -> bytes | None:
 def _cache_entry(kind: str, paths: list[Path], contents: list[bytes]) -> Path | None:
     """Where the objects loaded from these exact bytes are kept (None when caching is off or
     the schema's source cannot be read)."""
-    directory = _cache_dir()
+    directory = cache_dir()
     schema = _schema_digest()
     if directory is None or schema is None:
         return None

@@ -32,8 +32,10 @@ print(f"GC_FROZEN={gc.get_freeze_count() > 0} GC_GEN0={gc.get_threshold()[0]}", 
 """
 
 
-def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache)}
+def _run(
+    cache: Path, *args: str, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache), **(extra or {})}
     environment.pop("PYDANTIC_DISABLE_PLUGINS", None)
     return subprocess.run(
         [sys.executable, "-c", PROBE, *args],
@@ -44,8 +46,8 @@ def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _modules(cache: Path, *args: str) -> tuple[set[str], str]:
-    result = _run(cache, *args)
+def _modules(cache: Path, *args: str, extra: dict[str, str] | None = None) -> tuple[set[str], str]:
+    result = _run(cache, *args, extra=extra)
     line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES="))
     return set(line.removeprefix("MODULES=").split(",")), result.stdout
 
@@ -78,6 +80,16 @@ def test_a_run_that_suggests_no_spelling_loads_no_difflib(tmp_path: Path) -> Non
     warm, _ = _modules(tmp_path, *args)
     assert "diagnose.core.engine" in warm
     assert "difflib" not in warm
+
+
+def test_a_run_without_ask_or_a_config_file_loads_nothing_of_the_assistant(
+    tmp_path: Path,
+) -> None:
+    args = ("file", str(INCIDENT), "--format", "json")
+    warm, _ = _modules(tmp_path, *args, extra={"XDG_CONFIG_HOME": str(tmp_path / "none")})
+    assert "diagnose.core.engine" in warm
+    assert {m for m in warm if m.startswith("diagnose.assistant")} == {"diagnose.assistant"}
+    assert not {m for m in warm if m.split(".")[0] in {"openai", "httpx", "tomllib"}}
 
 
 def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:

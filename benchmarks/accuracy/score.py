@@ -1,6 +1,7 @@
 """Score `diagnose` against the real-incident benchmark in this folder.
 
     python benchmarks/accuracy/score.py [--filter PATTERN] [--json OUT] [--diagnose PATH]
+                                        [--digests DIR] [--assistant replay:DIR]
 
 Each case under `cases/` is a log posted in a public thread plus the answer that thread settled
 on; each log under `healthy/` comes from a server that started and served. Every log is run
@@ -94,24 +95,49 @@ def supports_engine_version(diagnose: str) -> bool:
     return "--engine-version" in helptext
 
 
-def run_diagnose(diagnose: str, entry: dict[str, Any], with_version: bool) -> dict[str, Any]:
-    """Run the tool on the entry's log, leaving its own thread out, and return the JSON report."""
-    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as tmp:
-        tmp.write(entry["log"])
-        log_path = tmp.name
-    command = [diagnose, "file", log_path, "--format", "json"]
-    if with_version and entry.get("version"):
-        command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
-    env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"])
-    try:
+def run_tool(
+    diagnose: str,
+    entry: dict[str, Any],
+    with_version: bool,
+    options: list[str],
+    extra_env: dict[str, str] | None = None,
+) -> str:
+    """Run `diagnose file LOG OPTIONS` on the entry's log, leaving its own thread out; its stdout.
+    The log is always named `server.log`: its name is in a digest, and must not give the case's
+    answer away."""
+    with tempfile.TemporaryDirectory() as folder:
+        log_path = Path(folder) / "server.log"
+        log_path.write_text(entry["log"], encoding="utf-8")
+        command = [diagnose, "file", str(log_path), *options]
+        if with_version and entry.get("version"):
+            command += ["--engine-version", f"{entry['engine']}=={entry['version']}"]
+        env = dict(os.environ, DIAGNOSE_EXCLUDE_THREADS=entry["source"], **(extra_env or {}))
         completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    finally:
-        os.unlink(log_path)
     if completed.returncode not in (0, 1):
         raise BadInput(f"{entry['id']}: diagnose exited {completed.returncode}: "
                        f"{completed.stderr.strip()[-500:]}")  # fmt: skip
-    report: dict[str, Any] = json.loads(completed.stdout)
+    return completed.stdout
+
+
+def run_diagnose(
+    diagnose: str, entry: dict[str, Any], with_version: bool, answers: Path | None = None
+) -> dict[str, Any]:
+    """The tool's JSON report on the entry's log; with ``answers``, the model's recorded answer
+    ANSWERS/<id>.json read through `--ask` exactly as a live one (checked, and shown only when
+    it passes), from no server."""
+    options = ["--format", "json"]
+    env = {}
+    if answers is not None and (answers / f"{entry['id']}.json").is_file():
+        options.append("--ask")
+        env = {"DIAGNOSE_ASSISTANT_URL": f"replay:{answers / (entry['id'] + '.json')}"}
+    report: dict[str, Any] = json.loads(run_tool(diagnose, entry, with_version, options, env))
     return report
+
+
+def write_digest(diagnose: str, entry: dict[str, Any], with_version: bool, folder: Path) -> None:
+    """Write what `--ask` would send for the entry's log to FOLDER/<id>.txt."""
+    digest = run_tool(diagnose, entry, with_version, ["--show-digest"])
+    (folder / f"{entry['id']}.txt").write_text(digest, encoding="utf-8")
 
 
 def primary_finding(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -284,15 +310,37 @@ def main(argv: list[str] | None = None) -> int:
         default=str(Path(sys.executable).with_name("diagnose")),
         help="the diagnose executable (default: the one beside this Python)",
     )
+    parser.add_argument(
+        "--digests",
+        type=Path,
+        metavar="DIR",
+        help="also write each log's digest, exactly what --ask would send, to DIR/<id>.txt",
+    )
+    parser.add_argument(
+        "--assistant",
+        metavar="replay:DIR",
+        help="score the assistant tier from recorded answers: DIR/<id>.json holds the message "
+        "text a model returned for DIR's digest (see --digests); no network",
+    )
     args = parser.parse_args(argv)
+    answers = None
+    if args.assistant is not None:
+        if not args.assistant.startswith("replay:") or not Path(args.assistant[7:]).is_dir():
+            print("score.py: --assistant: expected replay:DIR with DIR a folder", file=sys.stderr)
+            return 2
+        answers = Path(args.assistant[7:])
     try:
+        if args.digests is not None:
+            args.digests.mkdir(parents=True, exist_ok=True)
         entries = [(load_entry(path, kind), kind) for path, kind in collect(args.filter)]
         if not entries:
             raise BadInput("no case or healthy files matched")
         with_version = supports_engine_version(args.diagnose)
         results = []
         for entry, kind in entries:
-            report = run_diagnose(args.diagnose, entry, with_version)
+            report = run_diagnose(args.diagnose, entry, with_version, answers)
+            if args.digests is not None:
+                write_digest(args.diagnose, entry, with_version, args.digests)
             score = score_case if kind == "case" else score_healthy
             results.append(score(entry, report))
     except (BadInput, OSError, json.JSONDecodeError) as error:

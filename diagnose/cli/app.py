@@ -170,6 +170,24 @@ EngineVersionOption = Annotated[
         help="The engine and version the log came from, when it does not say: sglang==0.5.23.",
     ),
 ]
+AskOption = Annotated[
+    bool,
+    typer.Option(
+        "--ask",
+        help="Also ask your model for a second opinion (OpenAI Chat Completions API at "
+        "DIAGNOSE_ASSISTANT_URL, or the [assistant] section of ~/.config/diagnose/config.toml): "
+        "it gets the redacted digest --show-digest prints; its answer is checked and shown "
+        "beside diagnose's own.",
+    ),
+]
+ShowDigestOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-digest",
+        help="Print exactly what --ask would send to the model (the redacted digest) and "
+        "send nothing; no report.",
+    ),
+]
 JournalFilesOption = Annotated[
     list[Path] | None, typer.Option("--file", help="Read this .journal file (repeatable).")
 ]
@@ -236,6 +254,8 @@ def file_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    ask: AskOption = False,
+    show_digest: ShowDigestOption = False,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
@@ -298,6 +318,8 @@ def journal_command(
     patch_only: PatchOnlyOption = False,
     clock_skew: SkewOption = None,
     jobs: JobsOption = 0,
+    ask: AskOption = False,
+    show_digest: ShowDigestOption = False,
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -459,6 +481,7 @@ def postmortem_write(
     journal_dir: JournalDirOption = None,
     signature_dirs: SignatureDirs = None,
     hang_after: HangAfterOption = None,
+    ask: AskOption = False,
 ) -> None:
     """Write a Markdown and a JSON postmortem of UNIT's failed start (the hook runs this)."""
     from diagnose.commands import postmortem as postmortem_commands
@@ -466,7 +489,7 @@ def postmortem_write(
 
     options = JournalOptions(unit=unit, files=files or [], directory=journal_dir)
     written = postmortem_commands.write(
-        options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn
+        options, directory, signature_dirs or [], duration(hang_after, "--hang-after"), warn, ask
     )
     say(f"diagnose: {written.result.scope.describe()}")
     say(f"diagnose: wrote {written.markdown}")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diagnose.core.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
+    from diagnose.assistant.digest import Digest
     from diagnose.core.models import Diagnosis
 
 show_tracebacks = False
@@ -55,6 +56,17 @@ def emit(
     return None
 
 
+def print_digest(digest: Digest) -> ExitCode:
+    """``--show-digest``: the request as it would be sent (the instructions, then the
+    digest), on stdout; the digest's size on stderr."""
+    from diagnose.assistant.ask import request_text
+    from diagnose.runs.output import write_stdout
+
+    write_stdout(request_text(digest))
+    say(f"diagnose: digest of about {digest.tokens} tokens (characters / 4); nothing was sent")
+    return ExitCode.OK
+
+
 def duration(value: str | None, option: str) -> float | None:
     """A duration option (``5m``, ``30s``) in seconds, checked."""
     from diagnose.core.signature import parse_duration
@@ -96,11 +108,15 @@ def run_file(
     patch_only: bool,
     clock_skew: str | None,
     jobs: int,
+    ask: bool = False,
+    show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose file``: its options as the command line gives them; the exit code."""
+    from diagnose.assistant import settings_if_any
     from diagnose.commands.file import diagnose_files
     from diagnose.runs import output as report
 
+    facts: dict[str, Any] = {}
     diagnosis = diagnose_files(
         paths or [],
         signature_dirs or [],
@@ -109,7 +125,19 @@ def run_file(
         engine_version=engine_and_version(engine_version),
         skew_tolerance_s=duration(clock_skew, "--clock-skew"),
         jobs=jobs,
+        facts=facts,
     )
+    assistant = settings_if_any(ask or show_digest)
+    if show_digest and assistant is not None:
+        from diagnose.assistant.sources import file_digest
+
+        digest = file_digest(diagnosis, facts, paths or ["-"], assistant.token_budget)
+        return print_digest(digest)
+    if assistant is not None and (ask or assistant.when != "never"):
+        from diagnose.assistant.sources import file_opinion
+
+        given = engine_and_version(engine_version)
+        diagnosis = file_opinion(diagnosis, facts, paths or ["-"], assistant, ask, given)
     refused = emit(diagnosis, fmt, output, no_redact, patch_only)
     return refused or report.exit_code(diagnosis, fail_on)
 
@@ -139,8 +167,11 @@ def run_journal(
     clock_skew: str | None,
     jobs: int,
     progress: bool | None,
+    ask: bool = False,
+    show_digest: bool = False,
 ) -> ExitCode:
     """``diagnose journal``: its options as the command line gives them; the exit code."""
+    from diagnose.assistant import settings_if_any
     from diagnose.runs import output as report
     from diagnose.runs.journal import JournalOptions, diagnose_journal
 
@@ -172,6 +203,18 @@ def run_journal(
         say_host if progress else None,
     )
     say(f"diagnose: {result.scope.describe()}")
+    assistant = settings_if_any(ask or show_digest)
+    if show_digest and assistant is not None:
+        from diagnose.assistant.sources import journal_digest
+
+        digest = journal_digest(
+            result.diagnosis, result.facts, result.config, assistant.token_budget
+        )
+        return print_digest(digest)
+    if assistant is not None and (ask or assistant.when != "never"):
+        from diagnose.assistant.sources import journal_opinion
+
+        result.diagnosis = journal_opinion(result, assistant, ask)
     if result.config is not None and not user:
         from diagnose.commands.preflight import check_unit_fix
 

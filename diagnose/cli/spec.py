@@ -18,6 +18,8 @@ COMMANDS: dict[str, dict[str, dict[str, Any]]] = {
         "patch_only": {"kind": "flag", "names": ["--patch-only"], "default": False},
         "clock_skew": {"kind": "option", "names": ["--clock-skew"], "value": "str", "default": None},
         "jobs": {"kind": "option", "names": ["--jobs", "-j"], "value": "int", "envvar": "DIAGNOSE_JOBS", "min": 0, "default": 0},
+        "ask": {"kind": "flag", "names": ["--ask"], "default": False},
+        "show_digest": {"kind": "flag", "names": ["--show-digest"], "default": False},
     },
     "journal": {
         "unit": {"kind": "option", "names": ["--unit", "-u"], "value": "str", "required": True, "default": None},
@@ -43,6 +45,8 @@ COMMANDS: dict[str, dict[str, dict[str, Any]]] = {
         "patch_only": {"kind": "flag", "names": ["--patch-only"], "default": False},
         "clock_skew": {"kind": "option", "names": ["--clock-skew"], "value": "str", "default": None},
         "jobs": {"kind": "option", "names": ["--jobs", "-j"], "value": "int", "envvar": "DIAGNOSE_JOBS", "min": 0, "default": 0},
+        "ask": {"kind": "flag", "names": ["--ask"], "default": False},
+        "show_digest": {"kind": "flag", "names": ["--show-digest"], "default": False},
         "progress": {"kind": "flag", "names": ["--progress"], "off": ["--no-progress"], "default": None},
     },
 }

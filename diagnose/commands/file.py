@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from diagnose.core.errors import UserError
 from diagnose.core.models import Diagnosis
@@ -28,11 +29,13 @@ def diagnose_files(
     knowledge: bool = True,
     skew_tolerance_s: float | None = None,
     jobs: int = 0,
+    facts: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Read every input in turn, one engine per host the lines name, so one diagnosis covers
     each host (several hosts: per-host reports and a fleet summary, see core/fleet.py);
     ``knowledge=False`` leaves out the tiers below the hand signatures; ``jobs`` processes
-    read a large file (0: ``files.default_jobs()``)."""
+    read a large file (0: ``files.default_jobs()``); ``facts``, when given, is filled with the
+    launch facts (command line, versions) of the one host's engine (the assistant's digest)."""
     if not arguments:
         if sys.stdin.isatty():
             raise UserError(
@@ -63,6 +66,8 @@ def diagnose_files(
     if len(engines) == 1:
         diagnosis = next(iter(engines.values())).finish(inputs=inputs)
         diagnosis = diagnosis.model_copy(update={"notes": notes + diagnosis.notes})
+        if facts is not None:
+            facts.update(next(iter(engines.values())).engine.facts)
     else:
         # only here: a single host's report never loads the fleet summary
         from diagnose.core.fleet import DEFAULT_SKEW_TOLERANCE_S, deployment_of, summarize_fleet

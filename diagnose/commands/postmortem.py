@@ -82,10 +82,19 @@ def write(
     signature_dirs: list[Path],
     hang_after: float | None,
     warn: Say,
+    ask: bool = False,
 ) -> Written:
-    """Diagnose the unit as ``diagnose journal`` does and write both reports (redacted); the
-    JSON goes last, so a listed JSON always has its Markdown beside it."""
+    """Diagnose the unit as ``diagnose journal`` does (asking the assistant as it would, with
+    ``ask`` or the config's ``when``) and write both reports (redacted); the JSON goes last,
+    so a listed JSON always has its Markdown beside it."""
+    from diagnose.assistant import settings_if_any
+
     result = diagnose_journal(options, signature_dirs, hang_after, warn)
+    assistant = settings_if_any(ask)
+    if assistant is not None and (ask or assistant.when != "never"):
+        from diagnose.assistant.sources import journal_opinion
+
+        result.diagnosis = journal_opinion(result, assistant, ask)
     diagnosis = redact(result.diagnosis)
     unit = diagnosis.unit or result.scope.unit
     failed_at = from_usec(result.scope.attempts[-1].last_us)

@@ -168,10 +168,10 @@ class PackageAction(_Frozen):
     action: PackageChange
 
 
-TIERS = ("signature", "known_issue", "engine_source", "generic")
+TIERS = ("signature", "known_issue", "engine_source", "generic", "assistant")
 """Where a finding's knowledge came from: a hand-written signature, a known issue distilled
-from resolved public threads, the engine's own message templates, or the generic analysis of a
-failure nothing explains."""
+from resolved public threads, the engine's own message templates, the generic analysis of a
+failure nothing explains, or the operator's own model asked with ``--ask`` (checked)."""
 
 
 class Finding(_Frozen):
@@ -209,7 +209,7 @@ class Finding(_Frozen):
         default_factory=empty_list,
         description="Unexplained error lines grouped into templates, most frequent first (top 10).",
     )
-    tier: Literal["signature", "known_issue", "engine_source", "generic"] = Field(
+    tier: Literal["signature", "known_issue", "engine_source", "generic", "assistant"] = Field(
         default="signature", description="Where the knowledge behind this finding came from."
     )
     package: PackageAction | None = Field(
@@ -226,6 +226,11 @@ class Finding(_Frozen):
             "function) that write the decisive message, e.g. 'SGLang 0.5.23, "
             "sglang.srt.server_args (ServerArgs.check)'."
         ),
+    )
+    model: str | None = Field(
+        default=None,
+        description="For a finding of tier 'assistant': the model that gave it, as its server "
+        "names it.",
     )
 
 

@@ -24,7 +24,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     table = mined.flag_table(engine, release)
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
     words, notes, upgrade_to = [], [], None
-    for flag, values in _settings(patch.args_add):
+    for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
         if not known.startswith("--") or table.lookup(known).outcome in ("exact", "abbreviation"):
             words += [flag, *values]
@@ -58,7 +58,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     return finding.model_copy(update=update)
 
 
-def _settings(words: list[str]) -> list[tuple[str, list[str]]]:
+def flag_settings(words: list[str]) -> list[tuple[str, list[str]]]:
     """``--flag value ...`` as each flag with the words that follow it."""
     settings: list[tuple[str, list[str]]] = []
     for word in words:

@@ -25,6 +25,7 @@ TIER_WORDS = {
     "known_issue": "known issue from resolved public threads",
     "engine_source": "derived from the engine's source",
     "generic": "generic analysis",
+    "assistant": "second opinion of your model (--ask), checked by diagnose",
 }
 """How a finding's source is named when it is not a hand-written signature."""
 
@@ -33,6 +34,8 @@ def tier_words(finding: Finding) -> str | None:
     """Where the finding's knowledge came from, in words; for the engine-source tier with the
     release and module (``derived from the engine's source, SGLang 0.5.23, sglang.srt...``)."""
     words = TIER_WORDS.get(finding.tier)
+    if words and finding.model:
+        return f"{words}: {finding.model}"
     if words and finding.raised_in:
         return f"{words}, {finding.raised_in}"
     return words

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diagnose.core.changes import incident_of, with_plan
 from diagnose.core.dropin import secret_names, secrets_path
@@ -67,6 +67,8 @@ class JournalResult:
     config: UnitConfig | None
     notes: list[str]
     options: JournalOptions | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    """The launch facts the engine read (command line, versions): the assistant's digest."""
 
 
 def journal_query(options: JournalOptions) -> source.JournalQuery:
@@ -340,7 +342,7 @@ def diagnose_scope(
         )
         diagnosis = patched_against_unit(diagnosis, config, notes, earlier, head)
     diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
-    return JournalResult(diagnosis, scope, config, notes, options)
+    return JournalResult(diagnosis, scope, config, notes, options, dict(engine.facts))
 
 
 def incident_time(diagnosis: Diagnosis) -> str:

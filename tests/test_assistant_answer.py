@@ -1,0 +1,196 @@
+"""The model's answer is checked, not trusted: read out of whatever text wraps it, its
+evidence held to the lines the digest showed, its flags and variables to the release's
+tables, its fix to what preflight accepts; and the benchmark scores recorded answers through
+the same path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnose.assistant.answer import (
+    MAX_ANSWER_CHARS,
+    Answer,
+    Rejected,
+    Release,
+    answer_schema,
+    check_answer,
+    read_answer,
+)
+from diagnose.assistant.digest import Digest
+from diagnose.core.dropin import render_dropin
+from diagnose.core.models import Confidence
+from tests.conftest import REPO
+
+DIGEST = Digest(
+    "# diagnose digest\n...",
+    {2: "python -m sglang.launch_server --model-path /models/q", 4: "error: bad flag"},
+    "server.log",
+)
+SGLANG = Release("sglang", "0.5.9")
+
+
+def answer(**fix: object) -> Answer:
+    return Answer.model_validate(
+        {
+            "category": "launch_args",
+            "cause": "A flag is misspelt. The parser stops.",
+            "evidence": ["L4", 2],
+            "fix": fix,
+            "checks": [],
+            "confidence": "high",
+        }
+    )
+
+
+def test_the_schema_sent_is_the_answer_model() -> None:
+    schema = answer_schema()
+    assert set(schema["required"]) >= {"category", "cause", "evidence", "fix", "confidence"}
+    assert "gpu_oom" in json.dumps(schema)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps(answer().model_dump()),
+        "<think>L4 says the flag is wrong.</think>\n" + json.dumps(answer().model_dump()),
+        "reasoning without its opening tag</think>" + json.dumps(answer().model_dump()),
+        "Here it is:\n```json\n" + json.dumps(answer().model_dump(), indent=2) + "\n```\nDone.",
+    ],
+)
+def test_the_answer_is_read_out_of_reasoning_and_fences(content: str) -> None:
+    assert read_answer(content).evidence == [4, 2]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("no json here", "no JSON object in it"),
+        ('{"category": "made_up", "cause": "x", "evidence": [], "fix": {}, "confidence": "high"}',
+         "category"),
+        ("{" + " " * MAX_ANSWER_CHARS + "}", "too large"),
+    ],
+)  # fmt: skip
+def test_an_unusable_answer_is_rejected_in_one_line(content: str, said: str) -> None:
+    with pytest.raises(Rejected, match=said) as rejected:
+        read_answer(content)
+    assert "\n" not in str(rejected.value)
+
+
+def test_cited_lines_are_read_as_models_write_them() -> None:
+    cited = answer().model_dump() | {"evidence": ["L2: python -m sglang", "L3-L4", 9, "L5 - 9"]}
+    assert Answer.model_validate(cited).evidence == [2, 3, 4, 9, 5, 6, 7, 8, 9]
+    numbers = answer(env_set={"NCCL_P2P_DISABLE": 1}, args_add=["--tp-size", 2]).fix
+    assert numbers is not None and numbers.env_set == {"NCCL_P2P_DISABLE": "1"}
+    assert numbers.args_add == ["--tp-size", "2"]
+    no_fix = answer().model_dump() | {"fix": None}
+    checked = check_answer(Answer.model_validate(no_fix), DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is None
+
+
+def test_evidence_must_cite_a_line_the_digest_showed() -> None:
+    made_up = answer().model_copy(update={"evidence": [4, 77]})
+    checked = check_answer(made_up, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None
+    assert [e.line for e in checked.finding.evidence] == [4]
+    assert checked.finding.evidence[0].text == "error: bad flag"
+    assert any("L77" in note for note in checked.notes)
+    none_left = check_answer(
+        answer().model_copy(update={"evidence": [77]}), DIGEST, SGLANG, "m", "f2"
+    )
+    assert none_left.finding is not None and none_left.finding.confidence is Confidence.LOW
+
+
+def test_flags_are_rewritten_to_the_releases_spelling_or_left_out() -> None:
+    fix = answer(args_add=["--mem-fraction-statik", "0.8", "--no-such-thing-at-all", "1"])
+    checked = check_answer(fix, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is not None
+    assert checked.finding.patch.args_add == ["--mem-fraction-static", "0.8"]
+    assert "written as `--mem-fraction-static`" in (checked.finding.patch_note or "")
+    assert "--no-such-thing-at-all" in (checked.finding.patch_note or "")
+
+
+def test_a_value_preflight_refuses_is_left_out() -> None:
+    checked = check_answer(answer(args_add=["--dtype", "float99"]), DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is None
+    assert "preflight refuses `--dtype float99`" in (checked.finding.patch_note or "")
+
+
+def test_the_engines_variables_are_checked_and_others_kept() -> None:
+    fix = answer(env_set={"SGLANG_NO_SUCH_KNOB_XYZ": "1", "NCCL_P2P_DISABLE": "1", "bad name": "1"})
+    checked = check_answer(fix, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is not None
+    assert checked.finding.patch.env_set == {"NCCL_P2P_DISABLE": "1"}
+
+
+def test_the_fix_renders_through_the_drop_in_machinery() -> None:
+    fix = answer(
+        unit_set={"Service.TimeoutStartSec": "900", "Evil\nKey": "x", "Service.X": "a\nb"},
+        env_set={"NCCL_DEBUG": "INFO\nExecStart=/bin/sh"},
+    )
+    checked = check_answer(fix, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is not None
+    assert checked.finding.patch.unit_set == {"Service.TimeoutStartSec": "900"}
+    assert checked.finding.patch.env_set == {}
+    assert "TimeoutStartSec=900" in (render_dropin(checked.finding.patch, "sglang.service") or "")
+
+
+def test_model_text_reaches_no_terminal_as_control_sequences() -> None:
+    loud = answer().model_copy(
+        update={"cause": "\x1b[31mRed\x1b[0m cause.\x07\nMore.", "checks": ["\x1b]0;title\x07ls"]}
+    )
+    checked = check_answer(loud, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None
+    shown = [checked.finding.title, checked.finding.explanation, *checked.finding.next_checks]
+    assert not any(c in text for text in shown for c in "\x1b\x07\n")
+
+
+def test_a_package_change_must_be_a_pep_440_specifier() -> None:
+    good = check_answer(
+        answer(package={"name": "sglang", "spec": ">=0.5.10", "action": "upgrade"}),
+        DIGEST, SGLANG, "m", "f2",
+    )  # fmt: skip
+    bad = check_answer(
+        answer(package={"name": "sglang", "spec": "latest please", "action": "upgrade"}),
+        DIGEST, SGLANG, "m", "f2",
+    )  # fmt: skip
+    assert good.finding is not None and good.finding.package is not None
+    assert good.finding.package.spec == ">=0.5.10"
+    assert bad.finding is not None and bad.finding.package is None
+    assert "not a version specifier" in (bad.finding.patch_note or "")
+
+
+def test_an_answer_without_a_cause_is_no_finding() -> None:
+    unknown = answer().model_copy(update={"category": "unknown"})
+    assert check_answer(unknown, DIGEST, SGLANG, "m", "f2").finding is None
+
+
+def test_score_reads_recorded_answers_through_the_live_path(tmp_path: Path) -> None:
+    case = "vllm-019-nccl-p2p-hang-consumer-gpus"
+    recorded = {
+        "category": "dist_init_hang",
+        "cause": "The ranks stall after NCCL set-up: P2P does not work between these GPUs.",
+        "evidence": ["L5", 99],
+        "fix": {"env_set": {"NCCL_P2P_DISABLE": "1"}},
+        "checks": ["nvidia-smi topo -m"],
+        "confidence": "medium",
+    }
+    (tmp_path / f"{case}.json").write_text("<think>…</think>" + json.dumps(recorded))
+    out = tmp_path / "scores.json"
+    scored = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/accuracy/score.py"), "--filter", "vllm-019",
+         "--assistant", f"replay:{tmp_path}", "--json", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["tier"] == "assistant" and result["right_cause"] and result["right_fix"]
+    refused = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/accuracy/score.py"), "--assistant", "live:x"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "replay:DIR" in refused.stderr
