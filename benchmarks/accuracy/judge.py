@@ -1,14 +1,16 @@
 """Blind judging of the benchmark's cases: the material a reader judges, and the tally.
 
-    python benchmarks/accuracy/judge.py pack --round 3 --out DIR [--expert DIR]
-                                        [--answers NAME=DIR ...] [--diagnose PATH]
+    python benchmarks/accuracy/judge.py pack --round 3[,4...] --out DIR [--expert DIR]
+                                        [--answers NAME=DIR ...] [--assistant DIR] [--no-tool]
+                                        [--diagnose PATH]
     python benchmarks/accuracy/judge.py tally --key DIR/key.json --verdicts DIR/verdicts.jsonl
 
 `pack` runs `diagnose` on each case of the round (as score.py does, with the case's own thread
 left out), renders its primary finding the plain way `/work/shared/judging.md` describes, puts
 it beside any other answers (an expert's from the log alone, `--expert DIR/<case id>.json`;
-any other source, such as a model's reading of the tool's digest, `--answers NAME=DIR`) under
-shuffled labels, and writes one `C<NN>.md` per case with the thread's settled cause and
+any other source, `--answers NAME=DIR`; the tool's report with the assistant tier reading a
+model's recorded answers to its digests, `--assistant DIR`, as score.py does) under shuffled
+labels, and writes one `C<NN>.md` per case with the thread's settled cause and
 fix, plus `READER.md` (the rules) and `key.json` (which label is which: keep it from the
 reader). `tally` reads the reader's JSON lines and prints, per answer source, right cause,
 right fix and no diagnosis, as counts and percentages.
@@ -132,22 +134,27 @@ def other_answers(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
 
 def pack(args: argparse.Namespace) -> int:
+    rounds = {int(r) for r in args.round.split(",")}
     entries = [
         entry
         for path, kind in score.collect(None)
-        if kind == "case" and (entry := score.load_entry(path, kind)).get("round") == args.round
+        if kind == "case" and (entry := score.load_entry(path, kind)).get("round") in rounds
     ]
     if not entries:
-        raise score.BadInput(f"no case has `round: {args.round}`")
+        raise score.BadInput(f"no case has `round:` {args.round}")
     with_version = score.supports_engine_version(args.diagnose)
     shuffle = random.Random(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     key: dict[str, dict[str, str]] = {}
     for index, entry in enumerate(entries, 1):
         number = f"C{index:02d}"
-        sources: list[tuple[str, dict[str, Any] | None]] = [
-            ("tool", tool_answer(score.run_diagnose(args.diagnose, entry, with_version)))
-        ]
+        sources: list[tuple[str, dict[str, Any] | None]] = []
+        if not args.no_tool:
+            report = score.run_diagnose(args.diagnose, entry, with_version)
+            sources.append(("tool", tool_answer(report)))
+        if args.assistant is not None:
+            report = score.run_diagnose(args.diagnose, entry, with_version, args.assistant)
+            sources.append(("assistant", tool_answer(report)))
         for name, folder in other_answers(args):
             answer = folder / f"{entry['id']}.json"
             if answer.is_file():
@@ -197,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     packing = commands.add_parser("pack", help="write the reader's material for one round")
-    packing.add_argument("--round", type=int, required=True, help="the cases' `round:` value")
+    packing.add_argument("--round", required=True, help="the cases' `round:` values, e.g. 3,4")
     packing.add_argument("--out", type=Path, required=True, help="folder for the material")
     packing.add_argument("--expert", type=Path, help="folder of other answers, <case id>.json")
     packing.add_argument(
@@ -205,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="NAME=DIR",
         help="another answer source, DIR/<case id>.json (repeatable)",
+    )
+    packing.add_argument(
+        "--assistant",
+        type=Path,
+        metavar="DIR",
+        help="also the tool's report with --ask reading DIR/<case id>.json as the model's answer",
+    )
+    packing.add_argument(
+        "--no-tool", action="store_true", help="leave out the tool's deterministic report"
     )
     packing.add_argument("--seed", type=int, default=0, help="the label shuffle's seed")
     packing.add_argument(
