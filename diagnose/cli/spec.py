@@ -18,6 +18,7 @@ COMMANDS: dict[str, dict[str, dict[str, Any]]] = {
         "patch_only": {"kind": "flag", "names": ["--patch-only"], "default": False},
         "clock_skew": {"kind": "option", "names": ["--clock-skew"], "value": "str", "default": None},
         "jobs": {"kind": "option", "names": ["--jobs", "-j"], "value": "int", "envvar": "DIAGNOSE_JOBS", "min": 0, "default": 0},
+        "deployment": {"kind": "option", "names": ["--deployment"], "value": "choice", "choices": ["systemd", "docker", "kubernetes"], "default": None},
     },
     "journal": {
         "unit": {"kind": "option", "names": ["--unit", "-u"], "value": "str", "required": True, "default": None},

@@ -129,6 +129,23 @@ class Patch(_Frozen):
     args_remove: list[str] = Field(default_factory=empty_list)
     unit_set: dict[str, str] = Field(default_factory=empty_dict)
     dropin: str | None = None
+    kubernetes: dict[str, Any] | None = Field(
+        default=None,
+        description="In a Kubernetes deployment: the change as a strategic-merge patch of the "
+        "workload (`kubectl patch --type strategic`).",
+    )
+    compose: dict[str, Any] | None = Field(
+        default=None, description="In a Docker deployment: the change as a compose.override.yaml."
+    )
+    docker_run: list[str] = Field(
+        default_factory=empty_list,
+        description="In a Docker deployment: the `docker run` options that make the change.",
+    )
+    context_note: str | None = Field(
+        default=None,
+        description="What of the change has no meaning in the deployment, or what the "
+        "deployment's form cannot say.",
+    )
 
     def is_empty(self) -> bool:
         return not (
@@ -226,6 +243,28 @@ class Finding(_Frozen):
             "function) that write the decisive message, e.g. 'SGLang 0.5.23, "
             "sglang.srt.server_args (ServerArgs.check)'."
         ),
+    )
+
+
+DeploymentKind = Literal["systemd", "docker", "kubernetes", "unknown"]
+
+
+class Deployment(_Frozen):
+    """*Extension*: what ran the server: systemd, Docker (Podman, Compose) or Kubernetes, and
+    the orchestrator on top when the input says (KServe, KAITO, AIBrix, llm-d, GPUStack)."""
+
+    kind: DeploymentKind = "unknown"
+    orchestrator: str | None = None
+    name: str | None = Field(default=None, description="The pod, container or unit.")
+    namespace: str | None = None
+    container: str | None = Field(
+        default=None, description="The pod's container, or the Compose service."
+    )
+    workload: str | None = Field(
+        default=None, description="What owns the pod and takes the patch: 'deployment/NAME'."
+    )
+    evidence: list[str] = Field(
+        default_factory=empty_list, description="What in the input said so."
     )
 
 
@@ -454,6 +493,10 @@ class Diagnosis(_Frozen):
     fix: FixPlan | None = Field(
         default=None,
         description="*Extension*: the one drop-in for the unit, every finding's change merged.",
+    )
+    deployment: Deployment = Field(
+        default_factory=Deployment,
+        description="*Extension*: what ran the server (systemd, docker, kubernetes, unknown).",
     )
 
     def finding(self, finding_id: str | None) -> Finding | None:
