@@ -111,8 +111,10 @@ class ContainerFacts:
             port=probe.port if probe and probe.port else 8000,
         )
 
-    def evidence(self, text: str, source: str | None = None) -> Evidence:
-        return Evidence(source=source or self.source, text=clean(text))
+    def evidence(
+        self, text: str, source: str | None = None, at: datetime | None = None
+    ) -> Evidence:
+        return Evidence(source=source or self.source, text=clean(text), timestamp=at)
 
 
 def _time(value: Any) -> datetime | None:
@@ -269,12 +271,13 @@ def docker_facts(inspect: Any) -> ContainerFacts:
     host = record.get("HostConfig") or {}
     state = record.get("State") or {}
     labels = config.get("Labels") or {}
+    name = clean(str(record.get("Name", "")).lstrip("/")) or None
     service = labels.get("com.docker.compose.service")
     deployment = Deployment(
         kind="docker",
         orchestrator=_orchestrator(labels),
-        name=clean(str(record.get("Name", "")).lstrip("/")) or None,
-        container=clean(service) if service else None,
+        name=name,
+        container=clean(service) if service else name,
         evidence=["the container's record (docker inspect)"],
     )
     facts = ContainerFacts(
@@ -413,11 +416,15 @@ def probe_kill(
         return None
     kinds = {e.message.split()[0].lower() for e in failed}
     probe = next((p for p in facts.probes if p.kind in kinds), None)
-    budget = f"{probe.budget_s} s" if probe else "its budget"
+    allowance = (
+        f"The {probe.kind} probe gives the start {probe.budget_s} s"
+        if probe
+        else "The probe's allowance ran out first"
+    )
     needed = max(600, int(2 * start_s)) if start_s else 1200
     port = probe.port if probe and probe.port else 8000
     period = 10
-    evidence = [facts.evidence(e.message, "events.json") for e in (*failed[:2], *killed[:1])]
+    evidence = [facts.evidence(e.message, "events.json", e.at) for e in (*failed, *killed)[:3]]
     how_far = f" (the log got as far as {phase_reached})" if phase_reached else ""
     took = f" The start took at least {int(start_s)} s before it was killed." if start_s else ""
     return _finding(
@@ -425,9 +432,9 @@ def probe_kill(
         "start_timeout",
         "A probe had the container killed while the server was still starting",
         f"The pod's events show the {' and '.join(sorted(kinds))} probe failing and the kubelet "
-        f"restarting the container, while the server had not said it was ready{how_far}. A "
-        f"probe gives the start {budget}; loading weights, torch.compile and CUDA graph capture "
-        f"take longer.{took} A startupProbe with room for the whole start holds the liveness "
+        f"restarting the container, while the server had not said it was ready{how_far}. "
+        f"{allowance}; loading weights, torch.compile and CUDA graph capture take longer."
+        f"{took} A startupProbe with room for the whole start holds the liveness "
         "probe back until the server answers.",
         evidence,
         Patch(unit_set={"Service.TimeoutStartSec": str(needed)}),
