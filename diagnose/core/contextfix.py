@@ -18,6 +18,12 @@ SHM_SIGNATURES = frozenset({"nccl-shm-too-small", "container-shm-default"})
 SHM_WORKAROUNDS = frozenset({"NCCL_SHM_DISABLE", "RAY_OBJECT_STORE_ALLOW_SLOW_STORAGE"})
 """Variables that only work around a small /dev/shm: not set where it is made larger."""
 PROBE_PERIOD_S = 10
+_DIRECTORIES = {
+    "Service.CacheDirectory": ("/var/cache", "cache-directory"),
+    "Service.StateDirectory": ("/var/lib", "state-directory"),
+    "Service.RuntimeDirectory": ("/run", "runtime-directory"),
+}
+"""The writable directories systemd makes for a unit: in a container, an emptyDir (tmpfs)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,8 @@ def _forms(patch: Patch | None, needs: Needs, target: Target) -> _Forms:
             forms.container[target.args_key] = edited
             forms.service["command"] = edited
         else:
-            removed = [f"remove {w}" for w in patch.args_remove]
+            again = {w for w in patch.args_add if w.startswith("-")}
+            removed = [f"remove {w}" for w in patch.args_remove if w not in again]
             added = [f"add {' '.join(patch.args_add)}"] if patch.args_add else []
             forms.notes.append(
                 f"the server's flags: {', '.join(removed + added)} (a patch replaces the whole "
@@ -146,6 +153,11 @@ def _unit_key(forms: _Forms, key: str, value: str, target: Target) -> None:
         forms.container.setdefault("resources", {}).setdefault("limits", {})["memory"] = size
         forms.service["mem_limit"] = size.replace("Gi", "g").replace("Mi", "m")
         forms.flags.append(f"--memory={forms.service['mem_limit']}")
+    elif key in _DIRECTORIES:
+        root, name = _DIRECTORIES[key]
+        path = f"{root}/{value.split()[0]}"
+        forms.mount(name, path, {"emptyDir": {}}, path)
+        forms.flags.append(f"--tmpfs={path}")
     elif key == "Service.TimeoutStartSec" and value.isdigit():
         forms.container["startupProbe"] = {
             "httpGet": {"path": "/health", "port": target.port},

@@ -36,7 +36,8 @@ def _why(tool: str, stderr: str) -> str:
     if re.search(r"forbidden", text, re.I):
         return f"{tool}: not allowed: {text[:300]}"
     if re.search(
-        r"Unable to connect to the server|connection refused|no such host|i/o timeout|"
+        r"Unable to connect to the server|connection refused|was refused|no such host|"
+        r"i/o timeout|"
         r"Cannot connect to the Docker daemon|context deadline exceeded|"
         r"no configuration has been provided|current-context is not set",
         text,
@@ -109,12 +110,14 @@ def kubernetes(
         "events",
     )
     gathered = Gathered(record=record, events=events if isinstance(events, dict) else None)
-    try:
-        previous = _run([*base, "logs", pod, *which, "--previous"], "kubectl logs --previous")
-    except UserError as error:  # a first start has no previous container
-        previous = ""
-        gathered.notes.append(f"no previous container's log ({error.message[:120]})")
-    current = _run([*base, "logs", pod, *which], "kubectl logs")
+    texts = []
+    for label, extra in (("previous", ["--previous"]), ("current", [])):
+        try:  # a first start has no previous container; a waiting one no current log
+            texts.append(_run([*base, "logs", pod, *which, *extra], f"kubectl logs {label}"))
+        except UserError as error:
+            texts.append("")
+            gathered.notes.append(f"no {label} container's log ({error.message[:160]})")
+    previous, current = texts
     gathered.logs = _logs([(f"pod/{pod} previous", previous), (f"pod/{pod}", current)])
     return gathered
 
