@@ -12,52 +12,79 @@ from collections.abc import Iterable
 
 from diagnose.core.models import Deployment
 
-_KUBERNETES = (
-    ("KUBERNETES_SERVICE_HOST", re.compile(r"\bKUBERNETES_(?:SERVICE|PORT)_")),
-    ("a service-account path", re.compile(r"/var/run/secrets/kubernetes\.io/")),
-    ("kubectl", re.compile(r"\bkubectl\s+(?:logs|describe|get|apply|patch)\b")),
-    ("a pod's events", re.compile(r"\b(?:CrashLoopBackOff|Back-off restarting failed container)")),
-    ("a probe failure", re.compile(r"\b(?:Startup|Liveness|Readiness) probe failed\b")),
-    ("an OpenShift security context", re.compile(r"\bOpenShift\b|\brestricted-v2\b")),
-    ("nvidia.com/gpu", re.compile(r"\bnvidia\.com/gpu\b")),
+Rule = tuple[str, tuple[str, ...], "re.Pattern[str] | None"]
+"""A name for what a line shows, the lower-case words one of which it holds, and the
+pattern that then decides (None: a word is enough). The words come first: a pattern that
+starts with ``\\b`` scans a large log slowly."""
+
+_KUBERNETES: tuple[Rule, ...] = (
+    ("KUBERNETES_SERVICE_HOST", ("kubernetes_service_", "kubernetes_port_"), None),
+    ("a service-account path", ("/var/run/secrets/kubernetes.io/",), None),
+    ("kubectl", ("kubectl",), re.compile(r"\bkubectl[ \t]+(?:logs|describe|get|apply|patch)\b")),
+    ("a pod's events", ("crashloopbackoff", "back-off restarting failed container"), None),
+    (
+        "a probe failure",
+        (" probe failed",),
+        re.compile(r"(?:Startup|Liveness|Readiness) probe failed"),
+    ),
+    ("an OpenShift security context", ("openshift", "restricted-v2"), None),
+    ("nvidia.com/gpu", ("nvidia.com/gpu",), None),
 )
-_ORCHESTRATORS = (
-    ("KServe", re.compile(r"\bkserve\b|\bInferenceService\b|\bhuggingfaceserver\b", re.I)),
-    ("KAITO", re.compile(r"\bkaito\b", re.I)),
-    ("AIBrix", re.compile(r"\baibrix\b", re.I)),
-    ("llm-d", re.compile(r"\bllm-d\b|\bllm-d-")),
-    ("GPUStack", re.compile(r"\bgpustack\b", re.I)),
+_ORCHESTRATORS: tuple[Rule, ...] = (
+    ("KServe", ("kserve", "inferenceservice", "huggingfaceserver"), None),
+    ("KAITO", ("kaito",), re.compile(r"\bkaito\b", re.I)),
+    ("AIBrix", ("aibrix",), None),
+    ("llm-d", ("llm-d",), re.compile(r"\bllm-d\b")),
+    ("GPUStack", ("gpustack",), None),
 )
-_DOCKER = (
-    ("docker", re.compile(r"\bdocker(?:-compose)?\s+(?:run|compose|exec|logs|inspect|up|start)\b")),
-    ("the Docker daemon", re.compile(r"Error response from daemon|OCI runtime (?:create|exec)")),
-    ("the NVIDIA container runtime", re.compile(r"\bnvidia-container-cli\b")),
-    ("Compose", re.compile(r"\bContainer [\w.-]+\s+(?:Created|Started|Recreated)\b")),
-    ("Podman", re.compile(r"\bpodman\s+(?:run|logs|inspect)\b")),
-    ("a Docker hint", re.compile(r"inside a Docker container|--shm-size", re.I)),
-    ("the SGLang image's paths", re.compile(r"/sgl-workspace/")),
-    ("the vLLM image's paths", re.compile(r"/vllm-workspace/")),
+_DOCKER: tuple[Rule, ...] = (
+    (
+        "docker",
+        ("docker",),
+        re.compile(r"\bdocker(?:-compose)?[ \t]+(?:run|compose|exec|logs|inspect|up|start)\b"),
+    ),
+    (
+        "the Docker daemon",
+        ("error response from daemon", "oci runtime create", "oci runtime exec"),
+        None,
+    ),
+    ("the NVIDIA container runtime", ("nvidia-container-cli",), None),
+    (
+        "Compose",
+        ("container ",),
+        re.compile(r"\bContainer [\w.-]+[ \t]+(?:Created|Started|Recreated)\b"),
+    ),
+    ("Podman", ("podman",), re.compile(r"\bpodman[ \t]+(?:run|logs|inspect)\b")),
+    ("a Docker hint", ("inside a docker container", "--shm-size"), None),
+    ("the SGLang image's paths", ("/sgl-workspace/",), None),
+    ("the vLLM image's paths", ("/vllm-workspace/",), None),
 )
-_SYSTEMD = (
+_SYSTEMD: tuple[Rule, ...] = (
     (
         "systemd's lines",
-        re.compile(r"\bsystemd\[1\]: |\.service: (?:Main process|Failed with|Scheduled restart)"),
+        ("systemd[1]: ", ".service: "),
+        re.compile(r"systemd\[1\]: |\.service: (?:Main process|Failed with|Scheduled restart)"),
     ),
-    ("a unit name", re.compile(r"\b_SYSTEMD_UNIT=")),
+    ("a unit name", ("_systemd_unit=",), None),
 )
 
 
-def _first(patterns: Iterable[tuple[str, re.Pattern[str]]], lines: list[str]) -> list[str]:
-    """The names of the patterns some line matches, in the patterns' order."""
-    return [name for name, pattern in patterns if any(pattern.search(line) for line in lines)]
+def _first(rules: Iterable[Rule], text: str, lower: str) -> list[str]:
+    """The names of the rules the text holds, in the rules' order."""
+    return [
+        name
+        for name, words, pattern in rules
+        if any(word in lower for word in words) and (pattern is None or pattern.search(text))
+    ]
 
 
 def recognise(lines: Iterable[str]) -> Deployment:
     """The deployment the lines show (``unknown`` when none)."""
-    kept = list(lines)
-    orchestrator = next(iter(_first(_ORCHESTRATORS, kept)), None)
+    text = "\n".join(lines)  # one search per rule: none spans a line
+    lower = text.lower()
+    orchestrator = next(iter(_first(_ORCHESTRATORS, text, lower)), None)
     for kind, patterns in (("kubernetes", _KUBERNETES), ("docker", _DOCKER)):
-        found = _first(patterns, kept)
+        found = _first(patterns, text, lower)
         if found:
             said = [f"the log shows {name}" for name in found]
             if orchestrator:
@@ -69,7 +96,7 @@ def recognise(lines: Iterable[str]) -> Deployment:
             orchestrator=orchestrator,
             evidence=[f"the log names {orchestrator}, which runs on Kubernetes"],
         )
-    found = _first(_SYSTEMD, kept)
+    found = _first(_SYSTEMD, text, lower)
     if found:
         return Deployment(kind="systemd", evidence=[f"the log shows {name}" for name in found])
     return Deployment(orchestrator=orchestrator)

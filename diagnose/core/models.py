@@ -122,6 +122,10 @@ PLACEHOLDER = re.compile(r"<[^<>\n]{2,}>")
 """A value the user must fill in: ``<your Hugging Face token>``."""
 
 
+RENDERED_FORMS = {"dropin", "kubernetes", "compose", "docker_run", "context_note"}
+"""The keys of a patch rendered from its structured change."""
+
+
 class Patch(_Frozen):
     env_set: dict[str, str] = Field(default_factory=empty_dict)
     env_unset: list[str] = Field(default_factory=empty_list)
@@ -146,6 +150,12 @@ class Patch(_Frozen):
         description="What of the change has no meaning in the deployment, or what the "
         "deployment's form cannot say.",
     )
+
+    def record(self) -> dict[str, Any]:
+        """The structured change as a drop-in records it: without its rendered forms (the
+        drop-in itself, the container forms), so drop-ins written before those forms read
+        the same."""
+        return self.model_dump(exclude=RENDERED_FORMS)
 
     def is_empty(self) -> bool:
         return not (
