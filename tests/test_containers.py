@@ -529,6 +529,7 @@ def test_k8s_reads_the_previous_log_when_the_current_one_is_there(tmp_path: Path
             "cannot reach it",
         ),
         ('Error from server (NotFound): pods "vllm-0" not found', "not found"),
+        ("error: You must be logged in to the server (Unauthorized)", "not allowed"),
     ],
 )
 def test_kubectl_failures_are_one_line_and_exit_2(tmp_path: Path, stderr: str, said: str) -> None:

@@ -33,7 +33,7 @@ class Gathered:
 def _why(tool: str, stderr: str) -> str:
     """The one line that says why ``tool`` failed, in words of what to do."""
     text = " ".join(stderr.split())
-    if re.search(r"forbidden", text, re.I):
+    if re.search(r"forbidden|Unauthorized|must be logged in|permission denied", text, re.I):
         return f"{tool}: not allowed: {text[:300]}"
     if re.search(
         r"Unable to connect to the server|connection refused|was refused|no such host|"
