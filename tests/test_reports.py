@@ -48,7 +48,12 @@ def test_report_snapshot(case: str, fmt: str, snapshot, in_repo) -> None:
 ROLES = {"root_cause", "symptom", "advisory"}
 SEVERITIES = {"critical", "error", "warning", "info"}
 CONFIDENCES = {"high", "medium", "low"}
-PATCH_KEYS = {"env_set", "env_unset", "args_add", "args_remove", "unit_set", "dropin"}
+PATCH_KEYS = {"env_set", "env_unset", "args_add", "args_remove", "unit_set", "dropin"} | {
+    "kubernetes",
+    "compose",
+    "docker_run",
+    "context_note",
+}
 FINDING_KEYS = {
     "id",
     "signature",
@@ -75,6 +80,7 @@ def check_contract(data: dict) -> None:
         assert {"kind", "name", "records", "first_ts", "last_ts"} <= set(item)
         assert item["kind"] in {"file", "stdin", "journal"}
         assert isinstance(item["records"], int)
+    assert data["deployment"]["kind"] in {"systemd", "docker", "kubernetes", "unknown"}
     ids = [f["id"] for f in data["findings"]]
     assert len(ids) == len(set(ids))
     assert data["primary"] is None or data["primary"] in ids

@@ -34,6 +34,8 @@ CATEGORIES = {
     "cuda_driver", "kernel_build", "gpu_hardware", "network_config", "unknown",
 }  # fmt: skip
 FIX_KEYS = {"env_set", "args_add", "args_remove", "unit_set", "package", "system"}
+DEPLOYMENTS = {"systemd", "docker", "kubernetes"}
+CONTEXT_FORM = {"kubernetes": "kubernetes", "docker": "compose"}
 PACKAGE_ACTIONS = {"upgrade", "downgrade", "pin", "install", "reinstall"}
 
 
@@ -56,6 +58,9 @@ class Result:
     right_fix: bool = False
     unknown: bool = False
     false_alarm: bool = False
+    deployment: str | None = None  # what the thread says ran the server
+    seen_deployment: str | None = None  # what the report read from the log alone
+    context_patch: str | None = None  # told the deployment: "form", "note" or "none" (None: no fix)
 
 
 def load_entry(path: Path, kind: str) -> dict[str, Any]:
@@ -81,18 +86,24 @@ def load_entry(path: Path, kind: str) -> dict[str, Any]:
         fix = expected.get("fix")
         if fix is not None and (not isinstance(fix, dict) or set(fix) - FIX_KEYS):
             raise BadInput(f"{path}: `expected.fix` keys must be among {sorted(FIX_KEYS)}")
+        if data.get("deployment") not in (None, *DEPLOYMENTS):
+            raise BadInput(f"{path}: `deployment` must be one of {sorted(DEPLOYMENTS)}")
         package = (fix or {}).get("package")
         if package is not None and package.get("action") not in PACKAGE_ACTIONS:
             raise BadInput(f"{path}: package action must be one of {sorted(PACKAGE_ACTIONS)}")
     return data
 
 
-def supports_engine_version(diagnose: str) -> bool:
-    """Whether this build of `diagnose file` takes --engine-version."""
-    helptext = subprocess.run(
+def file_options(diagnose: str) -> str:
+    """The help of this build's `diagnose file`: which options it takes."""
+    return subprocess.run(
         [diagnose, "file", "--help"], capture_output=True, text=True, check=False
     ).stdout
-    return "--engine-version" in helptext
+
+
+def supports_engine_version(diagnose: str) -> bool:
+    """Whether this build of `diagnose file` takes --engine-version."""
+    return "--engine-version" in file_options(diagnose)
 
 
 def run_tool(
@@ -120,12 +131,19 @@ def run_tool(
 
 
 def run_diagnose(
-    diagnose: str, entry: dict[str, Any], with_version: bool, answers: Path | None = None
+    diagnose: str,
+    entry: dict[str, Any],
+    with_version: bool,
+    answers: Path | None = None,
+    deployment: str | None = None,
 ) -> dict[str, Any]:
     """The tool's JSON report on the entry's log; with ``answers``, the model's recorded answer
     ANSWERS/<id>.json read through `--ask` exactly as a live one (checked, and shown only when
-    it passes), from no server."""
+    it passes), from no server; ``deployment``: told what ran the server, as `diagnose k8s` and
+    `diagnose docker` know."""
     options = ["--format", "json"]
+    if deployment:
+        options += ["--deployment", deployment]
     env = {}
     if answers is not None and (answers / f"{entry['id']}.json").is_file():
         options.append("--ask")
@@ -242,6 +260,20 @@ def score_case(entry: dict[str, Any], report: dict[str, Any]) -> Result:
     return result
 
 
+def score_deployment(
+    result: Result, entry: dict[str, Any], report: dict[str, Any], told: dict[str, Any] | None
+) -> None:
+    """The deployment read from the log alone, and, told the deployment, whether the primary
+    finding's fix comes in its form (a patch object, or a note on what has no meaning there)."""
+    result.deployment = entry.get("deployment")
+    result.seen_deployment = (report.get("deployment") or {}).get("kind")
+    finding = primary_finding(told) if told is not None else None
+    patch = (finding or {}).get("patch")
+    if result.deployment in CONTEXT_FORM and patch is not None:
+        form = patch.get(CONTEXT_FORM[result.deployment])
+        result.context_patch = "form" if form else "note" if patch.get("context_note") else "none"
+
+
 def score_healthy(entry: dict[str, Any], report: dict[str, Any]) -> Result:
     """A healthy log is scored only on whether the tool raised a false alarm."""
     finding = primary_finding(report)
@@ -284,6 +316,7 @@ def print_tables(results: list[Result]) -> None:
                 f"{len(group_healthy):>9}{sum(m.false_alarm for m in group_healthy):>8}"
             )
         print()
+    print_deployments(cases)
     wrong = [result for result in cases if not result.right_cause]
     if wrong:
         print("wrong cause (id: expected -> got [signature])")
@@ -292,6 +325,31 @@ def print_tables(results: list[Result]) -> None:
     for result in healthy:
         if result.false_alarm:
             print(f"  false alarm {result.id}: {result.got} [{result.signature}]")
+
+
+def print_deployments(cases: list[Result]) -> None:
+    """Cases whose thread names the deployment: read from the log alone (seen), and, told the
+    deployment, of the primary findings with a fix: those in its form (a patch object), and
+    those that only say in words what the form cannot hold (flags without the record)."""
+    labelled = [c for c in cases if c.deployment]
+    if not labelled:
+        return
+    print("by deployment (cases whose thread names it)")
+    print(f"{'':<18}{'cases':>6}{'seen':>8}{'with fix':>10}{'in form':>9}{'said':>7}")
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for case in labelled:
+        groups[str(case.deployment)].append(case)
+    groups["all"] = labelled
+    for name, members in groups.items():
+        fixed = [m for m in members if m.context_patch is not None]
+        print(
+            f"{name:<18}{len(members):>6}"
+            f"{percent(sum(m.seen_deployment == m.deployment for m in members), len(members)):>8}"
+            f"{len(fixed):>10}"
+            f"{percent(sum(m.context_patch == 'form' for m in fixed), len(fixed)):>9}"
+            f"{percent(sum(m.context_patch == 'note' for m in fixed), len(fixed)):>7}"
+        )
+    print()
 
 
 def collect(pattern: str | None) -> list[tuple[Path, str]]:
@@ -335,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         entries = [(load_entry(path, kind), kind) for path, kind in collect(args.filter)]
         if not entries:
             raise BadInput("no case or healthy files matched")
-        with_version = supports_engine_version(args.diagnose)
+        options = file_options(args.diagnose)
+        with_version = "--engine-version" in options
         results = []
         for entry, kind in entries:
             report = run_diagnose(args.diagnose, entry, with_version, answers)
@@ -343,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
                 write_digest(args.diagnose, entry, with_version, args.digests)
             score = score_case if kind == "case" else score_healthy
             results.append(score(entry, report))
+            if kind == "case" and entry.get("deployment"):
+                told = (
+                    run_diagnose(args.diagnose, entry, with_version, deployment=entry["deployment"])
+                    if "--deployment" in options
+                    else None
+                )
+                score_deployment(results[-1], entry, report, told)
     except (BadInput, OSError, json.JSONDecodeError) as error:
         print(f"score.py: {error}", file=sys.stderr)
         return 2

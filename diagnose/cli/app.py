@@ -86,6 +86,12 @@ class Format(str, Enum):
     html = "html"
 
 
+class DeploymentKind(str, Enum):
+    systemd = "systemd"
+    docker = "docker"
+    kubernetes = "kubernetes"
+
+
 class FailOn(str, Enum):
     critical = "critical"
     error = "error"
@@ -256,6 +262,15 @@ def file_command(
     jobs: JobsOption = 0,
     ask: AskOption = False,
     show_digest: ShowDigestOption = False,
+    deployment: Annotated[
+        DeploymentKind | None,
+        typer.Option(
+            "--deployment",
+            metavar="KIND",
+            help="What ran the server, when the log does not say: systemd, docker or "
+            "kubernetes (the fixes are then written in its form).",
+        ),
+    ] = None,
 ) -> None:
     """Diagnose saved logs: journalctl exports, copies of stdout, gzip files, or stdin.
     Lines of several hosts (journalctl's fourth field) are diagnosed host by host."""
@@ -335,6 +350,67 @@ def journal_command(
     the kernel logged at that time; the patch is rendered against the unit's real ExecStart.
     """
     raise typer.Exit(common.run_journal(**_as_given(locals())))
+
+
+FromOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--from", help="Read the saved record and logs in DIR instead of running the tool."
+    ),
+]
+
+
+@app.command(
+    "k8s",
+    epilog="Examples: diagnose k8s vllm-7d9f-abcde -n serving · diagnose k8s --from DIR, DIR "
+    "holding pod.json, events.json, previous.txt and logs.txt (see README). " + OUTPUT_EPILOG,
+)
+def k8s_command(
+    pod: Annotated[str | None, typer.Argument(help="The pod.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Its namespace.")
+    ] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubectl's context.")] = None,
+    container: Annotated[
+        str | None, typer.Option("--container", "-c", help="The server's container.")
+    ] = None,
+    saved: FromOption = None,
+    fmt: FormatOption = Format.text,
+    output: OutputOption = None,
+    signature_dirs: SignatureDirs = None,
+    fail_on: FailOnOption = FailOn.error,
+    hang_after: HangAfterOption = None,
+    no_redact: NoRedactOption = False,
+    engine_version: EngineVersionOption = None,
+) -> None:
+    """Diagnose a Kubernetes pod: its previous and current logs, its record and its events,
+    with every fix as a strategic-merge patch (kubectl patch --type strategic)."""
+    given = _as_given(locals())
+    raise typer.Exit(common.run_container("kubernetes", given.pop("pod"), **given))
+
+
+@app.command(
+    "docker",
+    epilog="Examples: diagnose docker vllm · diagnose docker --from DIR, DIR holding "
+    "inspect.json and logs.txt (see README). " + OUTPUT_EPILOG,
+)
+def docker_command(
+    container: Annotated[str | None, typer.Argument(help="The container.")] = None,
+    saved: FromOption = None,
+    fmt: FormatOption = Format.text,
+    output: OutputOption = None,
+    signature_dirs: SignatureDirs = None,
+    fail_on: FailOnOption = FailOn.error,
+    hang_after: HangAfterOption = None,
+    no_redact: NoRedactOption = False,
+    engine_version: EngineVersionOption = None,
+) -> None:
+    """Diagnose a Docker (Podman, Compose) container: its log and docker inspect, with every
+    fix as docker run options and a compose.override.yaml."""
+    given = _as_given(locals())
+    raise typer.Exit(
+        common.run_container("docker", given.pop("container"), None, None, None, **given)
+    )
 
 
 @app.command(

@@ -110,6 +110,7 @@ def run_file(
     jobs: int,
     ask: bool = False,
     show_digest: bool = False,
+    deployment: str | None = None,
 ) -> ExitCode:
     """``diagnose file``: its options as the command line gives them; the exit code."""
     from diagnose.assistant import settings_if_any
@@ -126,6 +127,7 @@ def run_file(
         skew_tolerance_s=duration(clock_skew, "--clock-skew"),
         jobs=jobs,
         facts=facts,
+        deployment=deployment,
     )
     assistant = settings_if_any(ask or show_digest)
     if show_digest and assistant is not None:
@@ -237,3 +239,42 @@ def run_journal(
         applied = apply_dropin(result, root, into_override)
         say_fixes(fixes_commands.describe(applied, result.diagnosis.unit or unit))
     return report.exit_code(result.diagnosis, fail_on)
+
+
+def run_container(
+    kind: str,
+    name: str | None,
+    namespace: str | None,
+    context: str | None,
+    container: str | None,
+    saved: Path | None,
+    fmt: str,
+    output: Path | None,
+    signature_dirs: list[Path] | None,
+    fail_on: str,
+    hang_after: str | None,
+    no_redact: bool,
+    engine_version: str | None,
+) -> ExitCode:
+    """``diagnose k8s`` and ``diagnose docker``: the record and logs, the same pipeline as
+    ``diagnose file``, then what the record proves; the exit code."""
+    from diagnose.commands import container as command
+    from diagnose.commands.file import diagnose_logs, log_sample
+    from diagnose.runs import output as report
+
+    if kind == "kubernetes":
+        gathered = command.gather_pod(name, namespace, context, container, saved)
+    else:
+        gathered = command.gather_container(name, saved)
+    diagnosis = diagnose_logs(
+        gathered.logs,
+        signature_dirs or [],
+        duration(hang_after, "--hang-after"),
+        warn,
+        engine_version=engine_and_version(engine_version),
+        allow_empty=True,
+    )
+    lines = log_sample(gathered.logs, diagnosis)
+    diagnosis = command.finish(diagnosis, gathered, kind, container, lines)
+    report.emit(diagnosis, fmt, output, no_redact)
+    return report.exit_code(diagnosis, fail_on)

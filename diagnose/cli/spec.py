@@ -20,6 +20,7 @@ COMMANDS: dict[str, dict[str, dict[str, Any]]] = {
         "jobs": {"kind": "option", "names": ["--jobs", "-j"], "value": "int", "envvar": "DIAGNOSE_JOBS", "min": 0, "default": 0},
         "ask": {"kind": "flag", "names": ["--ask"], "default": False},
         "show_digest": {"kind": "flag", "names": ["--show-digest"], "default": False},
+        "deployment": {"kind": "option", "names": ["--deployment"], "value": "choice", "choices": ["systemd", "docker", "kubernetes"], "default": None},
     },
     "journal": {
         "unit": {"kind": "option", "names": ["--unit", "-u"], "value": "str", "required": True, "default": None},

@@ -29,13 +29,16 @@ def diagnose_files(
     knowledge: bool = True,
     skew_tolerance_s: float | None = None,
     jobs: int = 0,
+    deployment: str | None = None,
     facts: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Read every input in turn, one engine per host the lines name, so one diagnosis covers
     each host (several hosts: per-host reports and a fleet summary, see core/fleet.py);
     ``knowledge=False`` leaves out the tiers below the hand signatures; ``jobs`` processes
-    read a large file (0: ``files.default_jobs()``); ``facts``, when given, is filled with the
-    launch facts (command line, versions) of the one host's engine (the assistant's digest)."""
+    read a large file (0: ``files.default_jobs()``); ``deployment`` names what ran the server
+    when the log does not say (else it is read from the log); ``facts``, when given, is filled
+    with the launch facts (command line, versions) of the one host's engine (the assistant's
+    digest)."""
     if not arguments:
         if sys.stdin.isatty():
             raise UserError(
@@ -43,6 +46,75 @@ def diagnose_files(
                 help="pass a log file, or pipe one in: journalctl -u UNIT | diagnose file",
             )
         arguments = ["-"]
+    logs = [LogInput.from_argument(argument) for argument in arguments]
+    diagnosis = diagnose_logs(
+        logs,
+        signature_dirs,
+        hang_after,
+        warn,
+        engine_version,
+        knowledge,
+        skew_tolerance_s,
+        jobs,
+        facts=facts,
+    )
+    from diagnose.core.contextfix import contextualize  # only here: `diagnose file` starts fast
+    from diagnose.core.deployment import recognise
+    from diagnose.core.models import Deployment
+
+    seen = recognise(log_sample(logs, diagnosis))
+    if deployment is not None and deployment != seen.kind:
+        seen = Deployment(
+            kind=deployment,  # type: ignore[arg-type]
+            orchestrator=seen.orchestrator,
+            evidence=["given with --deployment"],
+        )
+    return contextualize(diagnosis, seen)
+
+
+SAMPLE_BYTES = 1 << 20
+"""What of each end of a log is read again for the words that say what ran the server."""
+
+
+def log_sample(logs: list[LogInput], diagnosis: Diagnosis) -> list[str]:
+    """The lines that can say what ran the server: each input's head and tail (not stdin,
+    which is gone once read) and every finding's evidence."""
+    lines = [e.text for f in diagnosis.findings for e in f.evidence]
+    for log in logs:
+        data = log.data
+        if data is None and log.path is not None and _plain_size(log):
+            with contextlib.suppress(OSError), log.path.open("rb") as handle:
+                data = handle.read(SAMPLE_BYTES)
+                size = log.path.stat().st_size
+                if size > 2 * SAMPLE_BYTES:
+                    handle.seek(size - SAMPLE_BYTES)
+                data += handle.read(SAMPLE_BYTES)
+        if data:
+            sample = (
+                data
+                if len(data) <= 2 * SAMPLE_BYTES
+                else data[:SAMPLE_BYTES] + data[-SAMPLE_BYTES:]
+            )
+            lines += sample.decode("utf-8", "replace").splitlines()
+    return lines
+
+
+def diagnose_logs(
+    logs: list[LogInput],
+    signature_dirs: list[Path],
+    hang_after: float | None,
+    warn: Warn,
+    engine_version: tuple[str, str] | None = None,
+    knowledge: bool = True,
+    skew_tolerance_s: float | None = None,
+    jobs: int = 0,
+    allow_empty: bool = False,
+    facts: dict[str, Any] | None = None,
+) -> Diagnosis:
+    """The diagnosis of logs already opened (see :func:`diagnose_files`); ``allow_empty``: no
+    log lines is a report with no finding, not an error (a pod whose record speaks)."""
+    if allow_empty and not logs:
+        return Diagnosis()
     library = load_library(signature_dirs)
     budget = KeptBudget()  # one for every host: memory does not grow with their number
 
@@ -54,7 +126,6 @@ def diagnose_files(
             budget,
         )
 
-    logs = [LogInput.from_argument(argument) for argument in arguments]
     with _progress_bar(logs) as progress:
         engines = run_logs_by_host(new_engine, logs, warn, progress, jobs or default_jobs())
     skipped = {sid: why for engine in engines.values() for sid, why in engine.skipped.items()}
@@ -85,7 +156,7 @@ def diagnose_files(
             deployments,
         )
         diagnosis = diagnosis.model_copy(update={"inputs": inputs, "notes": notes})
-    if sum(i.records for i in diagnosis.inputs) == 0:
+    if sum(i.records for i in diagnosis.inputs) == 0 and not allow_empty:
         names = ", ".join(log.name for log in logs)
         raise UserError(
             f"{names}: no log lines to read", help="check the file, or the command that made it"

@@ -213,7 +213,7 @@ def new_fixes(fix_plan: FixPlan, incident: str) -> list[Fix]:
 def _as_recorded(patch: Patch) -> Patch:
     """``patch`` as the drop-in's record reads back (keys sorted), so that a fix written by
     an earlier run is recognised as the same and the file is not rewritten."""
-    record = json.dumps(patch.model_dump(exclude={"dropin"}), sort_keys=True)
+    record = json.dumps(patch.record(), sort_keys=True)
     return Patch.model_validate(json.loads(record))
 
 

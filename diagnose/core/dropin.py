@@ -241,7 +241,7 @@ def render_fix(fix: Fix, settings: Patch | None = None, unit: str = "UNIT") -> s
         f"{FIX_BEGIN}{fix.id}",
         f"{_INCIDENT_LINE}{fix.incident}  signature: {fix.signature}",
         *([f"{_WHY_LINE}{fix.why}"] if fix.why else []),
-        _PATCH_LINE + json.dumps(whole.model_dump(exclude={"dropin"}), sort_keys=True),
+        _PATCH_LINE + json.dumps(whole.record(), sort_keys=True),
     ]
     sections: dict[str, list[str]] = {"Service": []}
     sections["Service"] += environment_lines(patch.env_set, unit)

@@ -122,6 +122,10 @@ PLACEHOLDER = re.compile(r"<[^<>\n]{2,}>")
 """A value the user must fill in: ``<your Hugging Face token>``."""
 
 
+RENDERED_FORMS = {"dropin", "kubernetes", "compose", "docker_run", "context_note"}
+"""The keys of a patch rendered from its structured change."""
+
+
 class Patch(_Frozen):
     env_set: dict[str, str] = Field(default_factory=empty_dict)
     env_unset: list[str] = Field(default_factory=empty_list)
@@ -129,6 +133,29 @@ class Patch(_Frozen):
     args_remove: list[str] = Field(default_factory=empty_list)
     unit_set: dict[str, str] = Field(default_factory=empty_dict)
     dropin: str | None = None
+    kubernetes: dict[str, Any] | None = Field(
+        default=None,
+        description="In a Kubernetes deployment: the change as a strategic-merge patch of the "
+        "workload (`kubectl patch --type strategic`).",
+    )
+    compose: dict[str, Any] | None = Field(
+        default=None, description="In a Docker deployment: the change as a compose.override.yaml."
+    )
+    docker_run: list[str] = Field(
+        default_factory=empty_list,
+        description="In a Docker deployment: the `docker run` options that make the change.",
+    )
+    context_note: str | None = Field(
+        default=None,
+        description="What of the change has no meaning in the deployment, or what the "
+        "deployment's form cannot say.",
+    )
+
+    def record(self) -> dict[str, Any]:
+        """The structured change as a drop-in records it: without its rendered forms (the
+        drop-in itself, the container forms), so drop-ins written before those forms read
+        the same."""
+        return self.model_dump(exclude=RENDERED_FORMS)
 
     def is_empty(self) -> bool:
         return not (
@@ -231,6 +258,28 @@ class Finding(_Frozen):
         default=None,
         description="For a finding of tier 'assistant': the model that gave it, as its server "
         "names it.",
+    )
+
+
+DeploymentKind = Literal["systemd", "docker", "kubernetes", "unknown"]
+
+
+class Deployment(_Frozen):
+    """*Extension*: what ran the server: systemd, Docker (Podman, Compose) or Kubernetes, and
+    the orchestrator on top when the input says (KServe, KAITO, AIBrix, llm-d, GPUStack)."""
+
+    kind: DeploymentKind = "unknown"
+    orchestrator: str | None = None
+    name: str | None = Field(default=None, description="The pod, container or unit.")
+    namespace: str | None = None
+    container: str | None = Field(
+        default=None, description="The pod's container, or the Compose service."
+    )
+    workload: str | None = Field(
+        default=None, description="What owns the pod and takes the patch: 'deployment/NAME'."
+    )
+    evidence: list[str] = Field(
+        default_factory=empty_list, description="What in the input said so."
     )
 
 
@@ -459,6 +508,10 @@ class Diagnosis(_Frozen):
     fix: FixPlan | None = Field(
         default=None,
         description="*Extension*: the one drop-in for the unit, every finding's change merged.",
+    )
+    deployment: Deployment = Field(
+        default_factory=Deployment,
+        description="*Extension*: what ran the server (systemd, docker, kubernetes, unknown).",
     )
 
     def finding(self, finding_id: str | None) -> Finding | None:

@@ -103,15 +103,22 @@ def no_failure_sentence(diagnosis: Diagnosis) -> str:
     )
 
 
-def patch_lines(patch: Patch) -> list[str]:
-    """The patch as a list of changes, for reports without a unit to write a drop-in for."""
+def in_unit(diagnosis: Diagnosis) -> bool:
+    """Whether the server may run as a systemd unit (not in a container)."""
+    return diagnosis.deployment.kind not in ("docker", "kubernetes")
+
+
+def patch_lines(patch: Patch, unit: bool = True) -> list[str]:
+    """The patch as a list of changes, for reports without a unit to write a drop-in for
+    (``unit=False``: in a container, whose form of the unit's settings is shown apart)."""
     lines = [f"set environment {key}={value}" for key, value in patch.env_set.items()]
     lines += [f"unset environment {key}" for key in patch.env_unset]
     if patch.args_remove:
         lines.append("remove flags: " + " ".join(patch.args_remove))
     if patch.args_add:
         lines.append("add flags: " + " ".join(patch.args_add))
-    lines += [f"set {key}={value} in the unit" for key, value in patch.unit_set.items()]
+    if unit:
+        lines += [f"set {key}={value} in the unit" for key, value in patch.unit_set.items()]
     return lines
 
 
@@ -179,6 +186,8 @@ def unit_fix_lines(diagnosis: Diagnosis) -> tuple[str | None, list[str], list[st
     fix = diagnosis.fix
     if fix is None or (not fix.dropin and not fix.conflicts and not fix.left_out):
         return None, [], []
+    if diagnosis.deployment.kind in ("docker", "kubernetes"):
+        return None, [], []  # no unit: each fix is shown in the container's form
     said = [f"conflict: {c}" for c in fix.conflicts]
     said += [f"not in the drop-in: {item}" for item in fix.left_out]
     said += [f"on the host first: {action}" for action in fix.host_actions]
@@ -242,3 +251,70 @@ def host_rows(diagnosis: Diagnosis) -> list[tuple[str, str, str, str]]:
         )
         rows.append((host.host, state, cause, fix or finding.patch_note or ""))
     return rows
+
+
+KIND_WORDS = {
+    "systemd": "a systemd unit",
+    "docker": "a Docker container",
+    "kubernetes": "a Kubernetes pod",
+}
+ORCHESTRATOR_OWNS = {
+    "KServe": "KServe owns this pod: make the change in the InferenceService's predictor (or its "
+    "ServingRuntime), or KServe undoes it",
+    "KAITO": "KAITO owns this pod: make the change in the Workspace, or KAITO undoes it",
+    "llm-d": "llm-d deploys this pod from its Helm values: make the change there too",
+    "GPUStack": "GPUStack starts this container: make the change in the model's backend "
+    "parameters and environment",
+}
+"""Where a fix must go when an orchestrator writes the pod or container."""
+
+
+def deployment_sentence(diagnosis: Diagnosis) -> str:
+    """What ran the server, as every report says it."""
+    deployment = diagnosis.deployment
+    if deployment.kind == "unknown":
+        return (
+            "Deployment: unknown (the input does not say what ran the server; "
+            "--deployment names it)"
+        )
+    what = KIND_WORDS[deployment.kind]
+    if deployment.name:
+        place = f"{deployment.namespace}/" if deployment.namespace else ""
+        what += f" {place}{deployment.name}"
+    if deployment.orchestrator:
+        what += f", under {deployment.orchestrator}"
+    said = f" ({'; '.join(deployment.evidence)})" if deployment.evidence else ""
+    return f"Deployment: {what}{said}"
+
+
+def context_fix(
+    finding: Finding, diagnosis: Diagnosis
+) -> tuple[str, str | None, list[str], list[str]]:
+    """A finding's fix in its deployment's form: a heading, the text to save (YAML, or None),
+    the commands that apply it, and what to say beside it; empty for systemd and unknown."""
+    patch = finding.patch
+    deployment = diagnosis.deployment
+    if patch is None or deployment.kind not in ("docker", "kubernetes"):
+        return "", None, [], []
+    import yaml  # only here: a report without a container fix never loads it
+
+    said = [patch.context_note] if patch.context_note else []
+    if deployment.orchestrator in ORCHESTRATOR_OWNS:
+        said.append(ORCHESTRATOR_OWNS[deployment.orchestrator])
+    if deployment.kind == "kubernetes":
+        workload = deployment.workload or "deployment/<name>"
+        where = f" -n {shlex.quote(deployment.namespace)}" if deployment.namespace else ""
+        text = yaml.safe_dump(patch.kubernetes, sort_keys=False) if patch.kubernetes else None
+        commands = (
+            [f"kubectl patch {shlex.quote(workload)}{where} --type strategic --patch-file fix.yaml"]
+            if text
+            else []
+        )
+        if text and deployment.workload is None and deployment.name:
+            said.append("a bare pod's spec cannot be changed: apply this to its manifest")
+        return f"Kubernetes patch for {workload} (fix.yaml)", text, commands, said
+    text = yaml.safe_dump(patch.compose, sort_keys=False) if patch.compose else None
+    if patch.docker_run:
+        said.append("with docker run: " + " ".join(patch.docker_run))
+    commands = ["docker compose -f compose.yaml -f compose.override.yaml up -d"] if text else []
+    return "Compose override (compose.override.yaml)", text, commands, said

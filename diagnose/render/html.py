@@ -15,8 +15,11 @@ from diagnose.render.common import (
     PHASE_WORDS,
     TIER_WORDS,
     action_lines,
+    context_fix,
+    deployment_sentence,
     evidence_groups,
     host_rows,
+    in_unit,
     patch_lines,
     places,
     seen,
@@ -286,7 +289,11 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
             )
     else:
         out.append(
-            "<ul>" + "".join(f"<li>{_text(p)}</li>" for p in patch_lines(finding.patch)) + "</ul>"
+            "<ul>"
+            + "".join(
+                f"<li>{_text(p)}</li>" for p in patch_lines(finding.patch, in_unit(diagnosis))
+            )
+            + "</ul>"
         )
     if finding.patch is not None and finding.patch_note:
         out.append(f"<p>{_text(finding.patch_note)}</p>")
@@ -296,6 +303,15 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
             + "".join(f"<li>Alternative: {_text(a)}</li>" for a in finding.alternatives)
             + "</ul>"
         )
+    heading, saved, context_commands, context_said = context_fix(finding, diagnosis)
+    if heading:
+        out.append(f"<h3>{_text(heading)}</h3>")
+        if context_said:
+            out.append("<ul>" + "".join(f"<li>{_text(s)}</li>" for s in context_said) + "</ul>")
+        if saved:
+            out.append(f'<pre class="dropin">{escape(saved.rstrip())}</pre>')
+        if context_commands:
+            out.append(f'<pre class="commands">{escape(chr(10).join(context_commands))}</pre>')
     dropin, said, commands = unit_fix_lines(diagnosis)
     if dropin is not None or said:
         out.append(f"<h3>The one drop-in for {_text(diagnosis.unit or 'the unit')}</h3>")
@@ -315,6 +331,7 @@ def render_html(diagnosis: Diagnosis, **_: object) -> str:
     title = f"Postmortem: {primary.title}" if primary else "Diagnosis: no failure found"
     body = [f"<h1>{escape(title)}</h1>", '<section id="summary"><h2>Summary</h2>']
     body.append(f"<p>{escape(summary(diagnosis))}.</p>")
+    body.append(f"<p>{_text(deployment_sentence(diagnosis))}.</p>")
     if primary:
         body.append(
             f"<p>Root cause: <strong>{escape(primary.title)}</strong> "

@@ -16,8 +16,11 @@ from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     PHASE_WORDS,
     action_lines,
+    context_fix,
+    deployment_sentence,
     evidence_groups,
     host_rows,
+    in_unit,
     patch_lines,
     places,
     seen,
@@ -285,12 +288,22 @@ def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
         if finding.patch_note or not actions:
             out += [inline(finding.patch_note or "No configuration change fixes this."), ""]
     else:
-        out += [f"- {inline(line)}" for line in patch_lines(finding.patch)] + [""]
+        out += [f"- {inline(line)}" for line in patch_lines(finding.patch, in_unit(diagnosis))] + [
+            ""
+        ]
     if finding.patch is not None and finding.patch_note:
         out += [inline(finding.patch_note), ""]
     out += [f"- Alternative: {inline(text)}" for text in finding.alternatives]
     if finding.alternatives:
         out.append("")
+    heading, saved, commands, said = context_fix(finding, diagnosis)
+    if heading:
+        out += [f"### {inline(heading)}", ""]
+        out += [f"- {inline(line)}" for line in said] + ([""] if said else [])
+        if saved:
+            out += [fenced(saved, "yaml"), ""]
+        if commands:
+            out += [fenced("\n".join(commands), "sh"), ""]
     dropin, said, commands = unit_fix_lines(diagnosis)
     if dropin is not None or said:
         out += [f"### The one drop-in for {inline(diagnosis.unit or 'the unit')}", ""]
@@ -321,6 +334,7 @@ def render_markdown(diagnosis: Diagnosis, **_: object) -> str:
     primary = diagnosis.finding(diagnosis.primary)
     title = f"Postmortem: {inline(primary.title)}" if primary else "Diagnosis: no failure found"
     out = [f"# {title}", "", "## Summary", "", inline(summary(diagnosis)) + ".", ""]
+    out += [inline(deployment_sentence(diagnosis)) + ".", ""]
     if primary:
         out += [
             f"Root cause: **{inline(primary.title)}** ({inline(primary.category)}, "

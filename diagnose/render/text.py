@@ -25,8 +25,11 @@ from diagnose.render.common import (
     PHASE_WORDS,
     SEVERITY_STYLE,
     action_lines,
+    context_fix,
+    deployment_sentence,
     evidence_groups,
     host_rows,
+    in_unit,
     no_failure_sentence,
     patch_lines,
     places,
@@ -229,9 +232,17 @@ def _finding(
         said = "in the unit's one drop-in" if merged else "not in the unit's drop-in: see why"
         parts.append(_indent(Text(f"({said}, at the end)", style="dim")))
     else:
-        parts += [line for change in patch_lines(finding.patch) for line in _prose(change, width)]
+        changes = patch_lines(finding.patch, in_unit(diagnosis))
+        parts += [line for change in changes for line in _prose(change, width)]
     if finding.patch is not None and finding.patch_note:
         parts += _prose(finding.patch_note, width, style="dim")
+    heading, saved, commands, beside = context_fix(finding, diagnosis)
+    if heading:
+        parts += [Text(""), _heading(heading)]
+        parts += [line for words in beside for line in _prose(words, width, style="yellow")]
+        if saved:
+            parts += [Verbatim(line, style="green") for line in saved.rstrip("\n").split("\n")]
+        parts += [Verbatim(command, style="bold") for command in commands]
     for alternative in finding.alternatives:
         parts += _prose(alternative, width, 2, "or: ")
     if finding.next_checks:
@@ -299,6 +310,7 @@ def render_text(diagnosis: Diagnosis, width: int = 100, color: bool = False, **_
         soft_wrap=False,
     )
     console.print(Text(summary(diagnosis), style="bold"))
+    _print(console, _prose(deployment_sentence(diagnosis), width, style="dim"))
     if diagnosis.hosts is not None:
         console.print(_host_table(diagnosis))
     primary = diagnosis.finding(diagnosis.primary)

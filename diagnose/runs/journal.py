@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from diagnose.core.changes import incident_of, with_plan
 from diagnose.core.dropin import secret_names, secrets_path
 from diagnose.core.errors import UserError
-from diagnose.core.models import Diagnosis, InputSummary
+from diagnose.core.models import Deployment, Diagnosis, InputSummary
 from diagnose.core.records import Event
 from diagnose.core.signature import Signature
 from diagnose.core.units import unit_name
@@ -172,6 +172,7 @@ def _diagnose_hosts(
         if diagnosis.fleet and diagnosis.fleet.primary_host
         else next(iter(results.values()))
     )
+    diagnosis = diagnosis.model_copy(update={"deployment": decisive.diagnosis.deployment})
     return JournalResult(diagnosis, decisive.scope, None, diagnosis.notes, options)
 
 
@@ -341,7 +342,10 @@ def diagnose_scope(
             else earlier_fixes(config.name, options.root, options.unit_file)
         )
         diagnosis = patched_against_unit(diagnosis, config, notes, earlier, head)
-    diagnosis = diagnosis.model_copy(update={"notes": [*diagnosis.notes, *notes]})
+    unit = Deployment(kind="systemd", name=query.unit, evidence=["the unit's journal"])
+    diagnosis = diagnosis.model_copy(
+        update={"notes": [*diagnosis.notes, *notes], "deployment": unit}
+    )
     return JournalResult(diagnosis, scope, config, notes, options, dict(engine.facts))
 
 
