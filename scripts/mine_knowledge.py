@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+import zipfile
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -45,6 +46,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from knowledge_mining import archives, native
 from knowledge_mining.envvars import mine_env_vars
+from knowledge_mining.model_types import first_releases, mine_model_types
 from knowledge_mining.registries import mine_registries
 from knowledge_mining.templates import Template, mine_source
 
@@ -117,6 +119,17 @@ class Library(PinnedFile):
     headers: dict[str, HeaderEnum] = Field(default_factory=dict)
 
 
+class ModelTypes(BaseModel):
+    """The transformers releases whose known model types are mined."""
+
+    package: str
+    licence: str
+    module: str
+    """The file, inside each wheel, that holds the mapping."""
+    mapping: str
+    releases: list[Release]
+
+
 class Helper(PinnedFile):
     name: str
     version: str
@@ -131,6 +144,7 @@ class Manifest(BaseModel):
     libraries: list[Library]
     helpers: list[Helper]
     requirements: Requirements
+    model_types: ModelTypes | None = None
 
     def pinned_files(self) -> list[tuple[str, PinnedFile]]:
         """``(distribution name, file)`` for everything the miner reads."""
@@ -139,6 +153,8 @@ class Manifest(BaseModel):
             files += [(engine.package, release) for release in engine.releases]
         files += [(library.name, library) for library in self.libraries]
         files += [(helper.name, helper) for helper in self.helpers]
+        if self.model_types is not None:
+            files += [(self.model_types.package, release) for release in self.model_types.releases]
         return files
 
 
@@ -688,6 +704,32 @@ def build_libraries(manifest: Manifest, outputs: Outputs) -> list[dict[str, Any]
     return summary
 
 
+def build_model_types(manifest: Manifest, outputs: Outputs) -> dict[str, Any] | None:
+    """``libraries/transformers-model-types.json``: each model type's first release."""
+    spec = manifest.model_types
+    if spec is None:
+        return None
+    per_release = {}
+    for release in spec.releases:
+        with zipfile.ZipFile(cached(release)) as wheel:
+
+            def read(member: str, wheel: zipfile.ZipFile = wheel) -> str:
+                return wheel.read(member).decode("utf-8")
+
+            per_release[release.version] = mine_model_types(read, spec.module, spec.mapping)
+    table = first_releases(per_release)
+    outputs.json(
+        f"libraries/{spec.package}-model-types.json",
+        {"package": spec.package, "module": spec.module, "mapping": spec.mapping, **table},
+    )
+    print(f"{spec.package}: {len(table['first'])} model types over {len(spec.releases)} releases")
+    return {
+        "name": spec.package,
+        "versions": [release.version for release in spec.releases],
+        "licence": spec.licence,
+    }
+
+
 def build(manifest: Manifest) -> None:
     outputs = Outputs()
     for name, engine in sorted(manifest.engines.items()):
@@ -697,7 +739,11 @@ def build(manifest: Manifest) -> None:
         for name, engine in sorted(manifest.engines.items())
     ]
     libraries = build_libraries(manifest, outputs)
-    outputs.json("sources.json", {"engines": engines, "libraries": libraries})
+    model_types = build_model_types(manifest, outputs)
+    sources: dict[str, Any] = {"engines": engines, "libraries": libraries}
+    if model_types is not None:
+        sources["model_types"] = model_types
+    outputs.json("sources.json", sources)
     outputs.write(manifest_sha256(), miner_sha256())
     print(f"wrote {len(outputs.files)} files under {OUTPUT.relative_to(ROOT)}")
 

@@ -77,14 +77,22 @@ class MessageWordsTier:
 class ReleaseFixChecks:
     """A finding's fix read against the release in the log: its added flags as that release
     spells them (imported only for a finding that adds flags, on a log that shows a release),
-    then its package change made exact by the release's requirements (imported only for one
-    that names no version)."""
+    then its package change made exact: a transformers upgrade for a model type the log names
+    by the first transformers release that knows it (and the running release's cap on it), any
+    other change that names no version by the release's requirements (imported only for a
+    finding that needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
         if finding.patch is not None and finding.patch.args_add and engine_version is not None:
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
+        if finding.package is not None and finding.package.name == "transformers":
+            from diagnose.knowledge.requirements import model_type_fix
+
+            fixed = model_type_fix(finding, engine, engine_version)
+            if fixed is not finding:
+                return fixed
         if finding.package is None or any(c.isdigit() for c in finding.package.spec):
             return finding
         from diagnose.knowledge.requirements import pinned_by_release

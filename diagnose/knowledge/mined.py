@@ -6,8 +6,9 @@ Files under ``knowledge/mined/``: per engine, the launch-flag table of each rele
 registers (``registries.json``: model architectures, tool-call and reasoning parsers,
 quantization methods), the versions of the packages each release requires
 (``requires.json``) and message templates (``templates.jsonl.gz``); ``libraries/`` and
-``native/`` hold the messages and result codes of the libraries under the engines. Everything
-loads on first use and is cached.
+``native/`` hold the messages and result codes of the libraries under the engines, and
+``libraries/transformers-model-types.json`` the first transformers release that knows each
+model type. Everything loads on first use and is cached.
 """
 
 from __future__ import annotations
@@ -403,3 +404,47 @@ def required(engine: str, version: str | None, package: str) -> ReleaseRequireme
             via = ReleaseRequirement(engine, chosen, other, declared[other])
             return ReleaseRequirement(found.engine, found.release, found.package, found.spec, via)
     return None
+
+
+@dataclass(frozen=True)
+class ModelTypeReleases:
+    """What the mined transformers releases say of one ``model_type``: the first release that
+    knows it and the first that no longer does (None when the newest mined one still does);
+    ``first`` is None when no mined release knows it."""
+
+    model_type: str
+    first: str | None
+    dropped: str | None
+    releases: tuple[str, ...]
+    """Every transformers release mined, oldest first."""
+
+    @property
+    def newest(self) -> str | None:
+        return self.releases[-1] if self.releases else None
+
+    def spec(self) -> str | None:
+        """The transformers releases that know it (``>=4.57.0``), None when none does."""
+        if self.first is None:
+            return None
+        return f">={self.first}" + (f",<{self.dropped}" if self.dropped else "")
+
+
+@cache
+def _model_types() -> dict[str, Any]:
+    path = mined_dir() / "libraries" / "transformers-model-types.json"
+    if not path.is_file():
+        return {"releases": [], "first": {}, "dropped": {}}
+    data: dict[str, Any] = _json("libraries/transformers-model-types.json")
+    return data
+
+
+def model_type_releases(model_type: str) -> ModelTypeReleases:
+    """The transformers releases that know ``model_type`` (a ``config.json`` ``model_type``,
+    ``qwen3_vl``), from the keys of ``CONFIG_MAPPING_NAMES`` each mined release defines."""
+    table = _model_types()
+    return ModelTypeReleases(
+        model_type,
+        table["first"].get(model_type),
+        table["dropped"].get(model_type),
+        tuple(table["releases"]),
+    )

@@ -112,3 +112,170 @@ def _bounded_above(spec: str) -> bool:
         return any(s.operator in _AT_MOST for s in SpecifierSet(spec))
     except InvalidSpecifier:
         return False
+
+
+_UNKNOWN_MODEL_TYPE = (
+    re.compile(r"has model type `?([\w.-]+?)`? but Transformers does not recognize"),
+    re.compile(r"\bmodel[ _]type:? `?'?([\w.-]+?)'?`? (?:is )?not recognized", re.I),
+    re.compile(r"\bUnrecognized model type:? `?'?([\w.-]+?)'?`?(?=[\s.,;:]|$)", re.I),
+)
+"""How transformers (and the engines quoting it) name a ``model_type`` it does not know."""
+_MAPPING_KEY_ERROR = re.compile(r"^\s*KeyError: '([\w.-]+)'\s*$")
+"""Older transformers: ``CONFIG_MAPPING[config_dict["model_type"]]`` with no message."""
+_CONFIG_MAPPING = re.compile(r"configuration_auto\.py|CONFIG_MAPPING\[")
+_TRANSFORMERS = "transformers"
+_SOURCE_INSTALL = "pip install git+https://github.com/huggingface/transformers"
+
+
+def unknown_model_type(finding: Finding) -> str | None:
+    """The ``model_type`` the finding's evidence says the installed transformers does not
+    know, if it names one: "has model type `qwen3_vl` but Transformers does not recognize this
+    architecture", or the ``KeyError: 'gemma3'`` of an older config mapping."""
+    texts = [evidence.message or evidence.text for evidence in finding.evidence]
+    for text in texts:
+        for pattern in _UNKNOWN_MODEL_TYPE:
+            found = pattern.search(text)
+            if found is not None:
+                return found.group(1)
+    if any(_CONFIG_MAPPING.search(evidence.text) for evidence in finding.evidence):
+        for text in texts:
+            found = _MAPPING_KEY_ERROR.search(text)
+            if found is not None:
+                return found.group(1)
+    return None
+
+
+def model_type_fix(finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
+    """``finding`` with its transformers upgrade made exact for the model type the log names:
+    ``>=`` the first transformers release that knows it; the engine's upgrade instead where the
+    running engine release's own requirements cap transformers below that release; no version
+    at all (and why) where no released transformers knows the type. Unchanged when the finding
+    does not upgrade transformers or the log names no model type."""
+    change = finding.package
+    if change is None or distribution_name(change.name) != _TRANSFORMERS:
+        return finding
+    if change.action not in ("upgrade", "pin", "install"):
+        return finding
+    model_type = unknown_model_type(finding)
+    if model_type is None:
+        return finding
+    known = mined.model_type_releases(model_type)
+    if not known.releases:
+        return finding  # no table mined: nothing to say either way
+    spec = known.spec()
+    if spec is None or known.first is None:
+        return _no_release_knows(finding, known)
+    since = (
+        f"is known to every transformers release mined, from {known.first}"
+        if known.first == known.releases[0]
+        else f"is first known to transformers {known.first}"
+    )
+    said = (
+        f"`{model_type}` {since} (the keys of CONFIG_MAPPING_NAMES, mined from every minor "
+        f"release from {known.releases[0]})"
+        + (f" and gone again from {known.dropped}" if known.dropped else "")
+        + "."
+    )
+    if engine in mined.ENGINES and engine_version is not None:
+        capped = _engine_cap(engine, engine_version, known)
+        if capped is not None:
+            return _engine_upgrade(finding, engine, engine_version, known, capped, said)
+        found = mined.required(engine, engine_version, _TRANSFORMERS)
+        if found is not None and _bounded_above(found.spec):
+            exact = found.spec.startswith("==") and "," not in found.spec
+            spec = found.spec if exact else str(SpecifierSet(spec) & SpecifierSet(found.spec))
+            said += f" {found.sentence()}, which admits it."
+    note = f"{said} Install transformers{spec}."
+    return finding.model_copy(
+        update={
+            "package": PackageAction(name=_TRANSFORMERS, spec=spec, action="upgrade"),
+            "explanation": _restated(finding, note),
+        }
+    )
+
+
+def _admits(spec: str, known: mined.ModelTypeReleases) -> bool:
+    """Whether ``spec`` allows a transformers release that knows the model type: a mined
+    release, or a version the spec itself names, from ``first`` up to ``dropped``."""
+    try:
+        allowed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return True  # unreadable: no cap to report
+    first = Version(known.first or "0")
+    dropped = Version(known.dropped) if known.dropped else None
+    named = [s.version.removesuffix(".*") for s in allowed]
+    for candidate in [*known.releases, *named]:
+        try:
+            version = Version(candidate)
+        except InvalidVersion:
+            continue
+        if version < first or (dropped is not None and version >= dropped):
+            continue
+        if allowed.contains(version, prereleases=True):
+            return True
+    return False
+
+
+def _engine_cap(
+    engine: str, engine_version: str, known: mined.ModelTypeReleases
+) -> mined.ReleaseRequirement | None:
+    """The running engine release's transformers requirement, when it allows no release
+    that knows the model type."""
+    found = mined.required(engine, engine_version, _TRANSFORMERS)
+    if found is None or _admits(found.spec, known):
+        return None
+    return found
+
+
+def _engine_upgrade(
+    finding: Finding,
+    engine: str,
+    engine_version: str,
+    known: mined.ModelTypeReleases,
+    capped: mined.ReleaseRequirement,
+    said: str,
+) -> Finding:
+    name = mined.ENGINE_NAMES[engine]
+    cap = f"{capped.sentence()}, which allows no transformers that knows it"
+    start = Version(mined.requirement_release(engine, engine_version) or engine_version)
+    later = [v for v in mined.requirements(engine) if Version(v) > start]
+    for version in later:
+        found = mined.required(engine, version, _TRANSFORMERS)
+        if found is None or _admits(found.spec, known):
+            admits = found.sentence() if found else f"{name} {version} does not pin transformers"
+            note = (
+                f"{said} {cap}: upgrading transformers alone would break {name}'s own "
+                f"requirements. Upgrade {name} to {version} or later, the first release whose "
+                f"requirements admit it ({admits}); it installs a matching transformers."
+            )
+            return finding.model_copy(
+                update={
+                    "package": PackageAction(name=engine, spec=f">={version}", action="upgrade"),
+                    "explanation": _restated(finding, note),
+                }
+            )
+    note = (
+        f"{said} {cap}, and no {name} release up to {later[-1] if later else engine_version} "
+        f"(the newest whose requirements were read) admits one: the model needs a newer {name}."
+    )
+    return finding.model_copy(update={"package": None, "explanation": _restated(finding, note)})
+
+
+def _restated(finding: Finding, note: str) -> str:
+    """The explanation with ``note`` added, and without the sentence that stated the change
+    it replaces (a known issue's "The fix: upgrade `transformers`.")."""
+    change = finding.package
+    stated = f" The fix: {change.action} `{change.name}{change.spec}`." if change else ""
+    explanation = finding.explanation.replace(stated, "") if stated else finding.explanation
+    return f"{explanation} {note}"
+
+
+def _no_release_knows(finding: Finding, known: mined.ModelTypeReleases) -> Finding:
+    newest = known.newest or "the newest"
+    note = (
+        f"No released transformers up to {newest} (the newest mined) knows "
+        f"`{known.model_type}`. Either the model is newer than every release (install transformers "
+        f"from source, `{_SOURCE_INSTALL}`, as the error says) or the checkpoint brings its own "
+        "code (pass --trust-remote-code); no transformers version to pin is known."
+    )
+    return finding.model_copy(update={"package": None, "explanation": _restated(finding, note)})
