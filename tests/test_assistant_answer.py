@@ -164,6 +164,28 @@ def test_a_package_change_must_be_a_pep_440_specifier() -> None:
     assert "not a version specifier" in (bad.finding.patch_note or "")
 
 
+@pytest.mark.parametrize(
+    ("name", "spec", "action", "written"),
+    [
+        ("pyzmq", "pyzmq>=25.1.2", "install", ">=25.1.2"),
+        ("sglang", "sglang[srt]==0.4.0", "pin", "==0.4.0"),
+        ("vllm", "0.7.3", "upgrade", ">=0.7.3"),
+        ("vllm", "0.6.2", "downgrade", "==0.6.2"),
+        ("transformers", "latest", "upgrade", ""),
+        ("transformers", "transformers", "upgrade", ""),
+    ],
+)
+def test_a_spec_written_as_models_write_it_is_read_as_pep_440(
+    name: str, spec: str, action: str, written: str
+) -> None:
+    """The package's name before the spec, a bare version, or no version: the change is kept
+    (an empty spec is later made exact by the release's requirements), not dropped."""
+    package = {"name": name, "spec": spec, "action": action}
+    checked = check_answer(answer(package=package), DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.package is not None
+    assert (checked.finding.package.name, checked.finding.package.spec) == (name, written)
+
+
 def test_an_answer_without_a_cause_is_no_finding() -> None:
     unknown = answer().model_copy(update={"category": "unknown"})
     assert check_answer(unknown, DIGEST, SGLANG, "m", "f2").finding is None
@@ -194,3 +216,9 @@ def test_score_reads_recorded_answers_through_the_live_path(tmp_path: Path) -> N
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert refused.returncode == 2 and "replay:DIR" in refused.stderr
+
+
+def test_the_causes_first_sentence_is_the_title_and_not_said_twice() -> None:
+    finding = check_answer(answer(), DIGEST, SGLANG, "m", "f2").finding
+    assert finding is not None
+    assert (finding.title, finding.explanation) == ("A flag is misspelt", "The parser stops.")

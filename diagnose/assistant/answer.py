@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from diagnose.assistant.digest import Digest
+from diagnose.core.expr import distribution_name
 from diagnose.core.models import (
     CATEGORIES,
     Confidence,
@@ -204,14 +205,17 @@ def check_answer(
     fix = answer.fix or AnswerFix()
     patch, package = _checked_fix(fix, release, notes)
     cause = " ".join(answer.cause.split())
+    first, _, rest = cause.partition(". ")
+    title = _clean(first)[:160]
     finding = Finding(
         id=finding_id,
         signature="assistant",
         category=answer.category,
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
-        title=_clean(cause.split(". ")[0])[:160],
-        explanation=_clean(cause),
+        title=title,
+        # the rest of the cause below its first sentence, or all of it when the title cut it
+        explanation=_clean(rest) if rest and title == _clean(first) else _clean(cause),
         confidence=confidence,
         evidence=evidence,
         patch=patch,
@@ -265,17 +269,42 @@ def _checked_package(package: AnswerPackage | None, notes: list[str]) -> Package
     """The package change when its name is a distribution's and its spec PEP 440's."""
     if package is None:
         return None
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        SpecifierSet(package.spec)
-    except InvalidSpecifier:
+    spec = _specifier(package)
+    if spec is None:
         notes.append(f"`{_clean(package.spec)[:40]}` is not a version specifier: package left out.")
         return None
     if not _PACKAGE_NAME.match(package.name):
         notes.append(f"`{_clean(package.name)[:40]}` is not a package name: left out.")
         return None
-    return PackageAction(name=package.name, spec=package.spec, action=package.action)
+    return PackageAction(name=package.name, spec=spec, action=package.action)
+
+
+def _specifier(package: AnswerPackage) -> str | None:
+    """The answer's spec as PEP 440 writes it, forgiving how models write one: with the
+    package's name before it (``pyzmq>=25.1``, ``vllm==0.6.2``), a bare version (``0.6.2``: at
+    least it for an upgrade or install, exactly it otherwise), or no version at all (``latest``,
+    the name alone); None when it is none of these."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    spec = package.spec.strip()
+    if spec.lower() in ("latest", "newest", "any", "*") or (
+        distribution_name(spec) == distribution_name(package.name)
+    ):
+        return ""  # no version named: the release's requirements may give one
+    named = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?=[<>=!~])", spec)
+    if named and distribution_name(named.group(1)) == distribution_name(package.name):
+        spec = spec[named.end() :]
+    try:
+        Version(spec)
+    except InvalidVersion:
+        pass
+    else:
+        spec = f">={spec}" if package.action in ("upgrade", "install") else f"=={spec}"
+    try:
+        return str(SpecifierSet(spec)) if spec else ""
+    except InvalidSpecifier:
+        return None
 
 
 def _checked_flags(words: list[str], release: Release, notes: list[str]) -> list[str]:
