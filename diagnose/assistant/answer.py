@@ -42,7 +42,10 @@ MAX_RANGE = 40
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNIT_KEY = re.compile(r"^(Unit|Service|Install)\.[A-Za-z][A-Za-z0-9]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_PACKAGE_NAME = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(?:\[[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*\])?$"
+)
+"""A distribution's name, with extras (``vllm[audio]``)."""
 
 
 class _Schema(BaseModel):
@@ -269,14 +272,13 @@ def _checked_package(package: AnswerPackage | None, notes: list[str]) -> Package
     """The package change when its name is a distribution's and its spec PEP 440's."""
     if package is None:
         return None
-    spec = _specifier(package)
-    if spec is None:
-        notes.append(f"`{_clean(package.spec)[:40]}` is not a version specifier: package left out.")
-        return None
     if not _PACKAGE_NAME.match(package.name):
         notes.append(f"`{_clean(package.name)[:40]}` is not a package name: left out.")
         return None
-    return PackageAction(name=package.name, spec=spec, action=package.action)
+    spec = _specifier(package)
+    if spec is None:
+        notes.append(f"`{_clean(package.spec)[:40]}` is not a version specifier: no version given.")
+    return PackageAction(name=package.name, spec=spec or "", action=package.action)
 
 
 def _specifier(package: AnswerPackage) -> str | None:
@@ -288,12 +290,13 @@ def _specifier(package: AnswerPackage) -> str | None:
     from packaging.version import InvalidVersion, Version
 
     spec = package.spec.strip()
+    name = distribution_name(package.name.partition("[")[0])
     if spec.lower() in ("latest", "newest", "any", "*") or (
-        distribution_name(spec) == distribution_name(package.name)
+        _PACKAGE_NAME.match(spec) and distribution_name(spec.partition("[")[0]) == name
     ):
         return ""  # no version named: the release's requirements may give one
     named = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?=[<>=!~])", spec)
-    if named and distribution_name(named.group(1)) == distribution_name(package.name):
+    if named and distribution_name(named.group(1)) == name:
         spec = spec[named.end() :]
     try:
         Version(spec)
