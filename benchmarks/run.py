@@ -9,7 +9,8 @@ For each size it writes (once, cached) a deterministic realistic SGLang journal 
     POSIX extended regexes (those that cannot be are left out and counted);
   * `diagnose file LOG -f json --jobs 1` (one core) and `diagnose file LOG -f json` (one
     process per usable CPU, the default),
-and prints MB/s, the ratio of each to grep, and the peak RSS of the largest process. Then
+and prints MB/s, the ratio of each to grep, and the peak RSS of the largest process; then
+`diagnose file LOG --show-digest`, what `--ask` would send (its time and size). Then
 the small-log start-up table of `startup.py`. The machine's load average is printed before
 and after: on a shared machine the second core may not be free.
 """
@@ -128,6 +129,11 @@ def main() -> None:
         )
         found = sorted(set(re.findall(rb'"signature": "([^"]+)"', all_out)))
         print(f"{'':>6} found: {', '.join(name.decode() for name in found)}")
+        digest_s, _, digest_out = measure([*diagnose, str(log), "--show-digest"])
+        print(
+            f"{'':>6} --show-digest (what --ask would send): {digest_s:.2f} s, "
+            f"about {len(digest_out.decode('utf-8', 'replace')) // 4} tokens"
+        )
         del grep_out
     print()
     print("\n".join(startup_table(arguments.rounds)))
