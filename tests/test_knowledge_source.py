@@ -590,3 +590,42 @@ def test_an_error_naming_an_invalid_repository_points_at_reaching_the_model() ->
         Confidence.LOW,
     )
     assert cause.patch is None
+
+
+def test_a_name_quoted_otherwise_than_the_release_quotes_it_still_matches() -> None:
+    """vLLM 0.9.2 writes the option in backticks; a page the log was copied from renders them
+    away or turns them into quotes."""
+    cause = _cause(
+        "ValueError: 'mm_processor_kwargs' is only supported for multimodal models.\n",
+        ("vllm", "0.9.2"),
+    )
+    assert cause.tier == "engine_source"
+    assert cause.raised_in is not None and "_init_multimodal_config" in cause.raised_in
+    assert cause.category == "model_unsupported"
+
+
+def test_a_refusal_the_engine_calls_temporary_is_fixed_by_the_first_release_without_it() -> None:
+    """The message is raised up to vLLM 0.6.6.post1 among the releases whose messages were
+    mined; the next one, 0.7.3, is the release to upgrade to."""
+    message = (
+        "AttributeError: Model Phi3ForCausalLM does not support BitsAndBytes quantization yet.\n"
+    )
+    cause = _cause(message, ("vllm", "0.6.3.post1"))
+    assert cause.category == "model_unsupported"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "vllm",
+        ">=0.7.3",
+        "upgrade",
+    )
+    assert cause.patch is None
+    assert "does not support this *yet*" in cause.explanation
+
+
+def test_no_upgrade_of_an_engine_the_log_does_not_name() -> None:
+    message = (
+        "AttributeError: Model Phi3ForCausalLM does not support BitsAndBytes quantization yet.\n"
+    )
+    cause = _cause(message)
+    assert cause.tier == "engine_source"
+    assert cause.package is None

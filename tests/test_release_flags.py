@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from diagnose.core.models import Confidence, Finding, Patch, Role, Severity
-from diagnose.knowledge.release_flags import checked_flags
+from diagnose.core.models import Confidence, Evidence, Finding, Patch, Role, Severity
+from diagnose.knowledge import mined
+from diagnose.knowledge.release_flags import checked_flags, newer_flags
 
 
 def _adding(*words: str) -> Finding:
@@ -50,3 +51,30 @@ def test_nothing_changes_where_the_log_shows_no_release_or_the_flag_is_there() -
     assert checked_flags(finding, "sglang", None) == finding
     present = _adding("--tp-size", "2")
     assert checked_flags(present, "sglang", "0.5.23") == present
+
+
+def _removing(flag: str, evidence_text: str) -> Finding:
+    return _adding().model_copy(
+        update={
+            "patch": Patch(args_remove=[flag]),
+            "evidence": [Evidence(source="x.log", line=1, text=evidence_text)],
+        }
+    )
+
+
+def test_a_refused_option_newer_releases_have_is_fixed_by_the_upgrade_not_by_dropping_it() -> None:
+    refused = (
+        "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_extension_cls'"
+    )
+    added = mined.first_release_with_flag("vllm", "--worker-extension-cls")
+    assert added is not None
+    fixed = newer_flags(_removing("--worker-extension-cls", refused), "vllm", None)
+    assert fixed.patch is not None and fixed.patch.args_remove == []
+    assert fixed.package is not None
+    assert (fixed.package.name, fixed.package.spec) == ("vllm", f">={added}")
+
+
+def test_an_option_the_log_does_not_show_refused_is_dropped_as_the_finding_says() -> None:
+    finding = _removing("--worker-extension-cls", "RuntimeError: something else")
+    assert newer_flags(finding, "vllm", None) is finding
+    assert newer_flags(finding, "vllm", "0.34.0") is finding  # the release has it

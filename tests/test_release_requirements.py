@@ -130,3 +130,21 @@ def test_the_table_is_read_only_for_a_change_without_a_version() -> None:
     assert mined.requirements.cache_info().currsize == 0
     _diagnosed(VLLM_C_TORCH_SYMBOL, ("vllm", "0.6.0"))
     assert mined.requirements.cache_info().currsize > 0
+
+
+def test_with_no_engine_named_the_only_engine_that_declares_the_package_gives_its_floor() -> None:
+    """Every vLLM release since it moved to pydantic 2 asks only for a 2.x minimum: an
+    ImportError of a pydantic 2 name is a pydantic too old for any of them."""
+    cause = primary(
+        _diagnosed(
+            "ImportError: cannot import name 'field_serializer' from 'pydantic' "
+            "(/usr/local/lib/python3.10/dist-packages/pydantic/__init__.py)\n"
+        )
+    )
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "pydantic",
+        ">=2.0",
+        "upgrade",
+    )
+    assert "only vLLM declares pydantic" in cause.explanation

@@ -54,6 +54,33 @@ def test_an_excerpt_that_cut_off_the_header_still_makes_one_traceback() -> None:
     assert exception_line(events[0]) is events[0].records[2]
 
 
+def test_frames_a_page_left_unindented_still_make_one_traceback() -> None:
+    events = group(
+        [
+            'File "deep_gemm/jit/build.py", line 8, in <module>',
+            "    RUNTIME = deep_gemm.runtime.Runtime",
+            "AttributeError: module 'deep_gemm' has no attribute 'runtime'",
+            "[2026-03-01 11:00:00] next line",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]]
+
+
+def test_an_exception_with_no_traceback_goes_on_only_where_its_sentence_does() -> None:
+    """A pasted message that a page wrapped mid-sentence is one message; the line after a
+    finished sentence is other output."""
+    events = group(
+        [
+            "ValueError: To serve at least one request with the model's max seq len (262144),",
+            "9.0 GiB KV cache is needed, which is larger than the available KV cache memory.",
+            "pid, process_name, used_gpu_memory [MiB]",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+            "28761, /usr/bin/python3, 55872 MiB",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2], [3], [4], [5]]
+
+
 def test_a_prefixed_headless_traceback_continues_on_its_process_lines() -> None:
     events = group(
         [

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from diagnose.core.records import Event, Record
 
 TRACEBACK_START = "Traceback (most recent call last):"
-_HEADLESS_FRAME = re.compile(r'\s+File "[^"\n]+", line \d+, in \S')
+_HEADLESS_FRAME = re.compile(r'\s*File "[^"\n]+", line \d+, in \S')
 """A traceback's frame line (``  File "x.py", line 12, in f``; faulthandler's dumps have no
-comma before ``in``): in an excerpt pasted from a thread the header above it is often cut off."""
+comma before ``in``): in an excerpt pasted from a thread the header above it is often cut off,
+and a page the excerpt was copied from may have dropped its indentation too."""
 _CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
@@ -24,8 +25,15 @@ _CHAIN_MARKERS = (
 _OTHER_WRITER = re.compile(r"^\[rank\d+\]:|^\[?[EWIF]\d{4} \d\d:\d\d:\d\d")
 """A line another writer started (torch's c10d ``[rank0]:[E321 ...]``, glog's ``E0321 ...``):
 it ends an exception message, it does not continue it."""
+_HEADLESS_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
+"""An exception's own line with no traceback above it (a paste that kept only the error): its
+message may go on over the next lines, as Python prints a message with newlines."""
 MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
+_ENDS_SENTENCE = re.compile(r"[.!?]\s*$")
+MAX_HEADLESS_MESSAGE_LINES = 5
+"""Lines a message with no traceback may take after its first: only a wrapped sentence or
+two, so that the output after an error is not read as part of it."""
 
 
 @dataclass
@@ -37,6 +45,10 @@ class _Open:
     """Continuation lines come without a prefix (SGLang, plain Python)."""
     state: str = "frames"  # frames -> message -> blank -> chained -> frames ...
     message_lines: int = 0
+    max_message_lines: int = MAX_MESSAGE_LINES
+    headless: bool = False
+    """An exception line with no traceback: its message goes on only where a line breaks a
+    sentence off."""
 
 
 def starts_traceback(text: str) -> bool:
@@ -45,7 +57,7 @@ def starts_traceback(text: str) -> bool:
 
 
 def _is_frame_line(text: str) -> bool:
-    return text.startswith((" ", "\t")) or text.startswith("^")
+    return text.startswith((" ", "\t", "^")) or _HEADLESS_FRAME.match(text) is not None
 
 
 class TracebackGrouper:
@@ -76,6 +88,18 @@ class TracebackGrouper:
         if record.prefixed and record.engine == "sglang":
             return [*self._close(key), Event([record], seq)]
         target = self._target(record)
+        if target is None and not record.prefixed and _HEADLESS_EXCEPTION.match(record.text):
+            self._open[key] = _Open(
+                [record],
+                seq,
+                key,
+                True,
+                "message",
+                max_message_lines=MAX_HEADLESS_MESSAGE_LINES,
+                headless=True,
+            )
+            self._order.append(key)
+            return []
         if target is None:
             return [Event([record], seq)]
         return self._continue(target, record, seq)
@@ -114,7 +138,8 @@ class TracebackGrouper:
             return []
         ends_message = (
             target.state != "message"
-            or target.message_lines >= MAX_MESSAGE_LINES
+            or target.message_lines >= target.max_message_lines
+            or (target.headless and _ENDS_SENTENCE.search(target.records[-1].text) is not None)
             or (record.prefixed and not _is_frame_line(text))
             or _OTHER_WRITER.match(text) is not None
         )

@@ -87,6 +87,10 @@ class ReleaseFixChecks:
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
+        if finding.patch is not None and finding.patch.args_remove and finding.package is None:
+            from diagnose.knowledge.release_flags import newer_flags
+
+            finding = newer_flags(finding, engine, engine_version)
         if finding.package is not None and finding.package.name == "transformers":
             from diagnose.knowledge.requirements import model_type_fix
 

@@ -58,6 +58,46 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     return finding.model_copy(update=update)
 
 
+def newer_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
+    """``finding`` that drops flags the installed release lacks and newer releases have, with
+    the upgrade that brings them instead: the option is what the launcher, config file or
+    documentation in use was written for. The installed release lacks a flag when the log shows
+    that release, or when the evidence itself says the option was refused."""
+    patch = finding.patch
+    if patch is None or not patch.args_remove or finding.package is not None:
+        return finding
+    if engine not in mined.ENGINES:
+        return finding
+    release = mined.nearest_version(engine, shown) if shown is not None else None
+    said = " ".join(e.message or e.text for e in finding.evidence)
+    upgrade_to, kept = None, []
+    for flag in patch.args_remove:
+        added = mined.first_release_with_flag(engine, flag)
+        refused = release is not None or f"'{flag[2:].replace('-', '_')}'" in said
+        if added is None or added == mined.versions(engine)[0] or not refused:
+            kept.append(flag)
+        elif release is None or not at_least(release, added):
+            upgrade_to = added if upgrade_to is None or at_least(added, upgrade_to) else upgrade_to
+        else:
+            kept.append(flag)
+    if upgrade_to is None:
+        return finding
+    name = mined.ENGINE_NAMES[engine]
+    dropped = [f for f in patch.args_remove if f not in kept]
+    note = (
+        f"{', '.join(f'`{f}`' for f in dropped)} came with {name} {upgrade_to} and is there in "
+        f"every release since: the installed {name} is older than what passes it. Upgrade, or "
+        "take the option out of what passes it."
+    )
+    return finding.model_copy(
+        update={
+            "patch": patch.model_copy(update={"args_remove": kept}),
+            "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
+            "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
+        }
+    )
+
+
 def flag_settings(words: list[str]) -> list[tuple[str, list[str]]]:
     """``--flag value ...`` as each flag with the words that follow it."""
     settings: list[tuple[str, list[str]]] = []

@@ -37,7 +37,13 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
     """``finding`` with its package change's version taken from what the engine release
     requires (unchanged when the change states a version, or no mined release requires one)."""
     change = finding.package
-    if change is None or not vague(change.spec) or engine not in mined.ENGINES:
+    if change is None or not vague(change.spec):
+        return finding
+    unnamed = engine is None
+    if unnamed and engine_version is None:
+        declaring = [e for e in mined.ENGINES if _common_floor(e, change.name) is not None]
+        engine = declaring[0] if len(declaring) == 1 else None
+    if engine not in mined.ENGINES:
         return finding
     if distribution_name(change.name) == engine:
         return finding  # the engine itself: its own release is another question
@@ -46,6 +52,28 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
         newest = mined.required(engine, None, change.name)
         if newest is None:
             return finding
+        common = _common_floor(engine, newest.package)
+        if common is not None:
+            floor, since = common
+            note = (
+                (
+                    "The log names no engine and no release (only " + name + " declares "
+                    f"{newest.package} among the engines)"
+                    if unnamed
+                    else f"The log does not show which {name} release runs"
+                )
+                + f"; every {name} release since "
+                f"{since} asks for {newest.package} {floor} or newer within one major version "
+                f"(the newest asks {newest.spec}), so install at least that."
+            )
+            return finding.model_copy(
+                update={
+                    "package": PackageAction(
+                        name=newest.package, spec=f">={floor}", action="upgrade"
+                    ),
+                    "explanation": f"{finding.explanation} {note}",
+                }
+            )
         note = (
             f"The log does not show which {name} release runs (give it with --engine-version), "
             f"so the version to install is not known: for reference, {newest.sentence()} "
@@ -72,6 +100,32 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
             "explanation": f"{finding.explanation} {note}",
         }
     )
+
+
+def _common_floor(engine: str, package: str) -> tuple[str, str] | None:
+    """The lowest minimum of ``package`` over the engine's newest releases that each ask only
+    for a minimum within one major version, and the oldest of them: any installed version
+    that fails one of them is too old, whichever of those releases runs."""
+    floors: list[Version] = []
+    since = None
+    for release, declared in reversed(mined.requirements(engine).items()):
+        spec = declared.get(package)
+        if spec is None:
+            continue
+        try:
+            clauses = list(SpecifierSet(spec))
+            floor = Version(clauses[0].version) if len(clauses) == 1 else None
+        except (InvalidSpecifier, InvalidVersion):
+            floor = None
+        if (
+            floor is None
+            or clauses[0].operator != ">="
+            or (floors and floor.major != floors[0].major)
+        ):
+            break
+        floors.append(floor)
+        since = release
+    return (str(min(floors)), since) if floors and since else None
 
 
 def installed_version(finding: Finding, *names: str) -> str | None:

@@ -23,7 +23,7 @@ import json
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -289,6 +289,10 @@ class SourceIndex:
             found = self._patterns[number] = compile_pattern(text)
         return found
 
+    def unquoted_pattern(self, number: int, text: str) -> regex.Pattern[str]:
+        """The row's pattern with the quotes of its fixed text left out (keyed apart)."""
+        return self.pattern(-1 - number, unquoted(text))
+
 
 @dataclass(frozen=True)
 class TemplateHit:
@@ -315,23 +319,62 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
         if template.anchor not in spaced:
             continue
         pattern = index.pattern(number, template.text)
-        try:
-            if template.generic:
-                found = pattern.fullmatch(whole, timeout=_MATCH_TIMEOUT_S)
-            else:  # without its exception class first: a leading hole would take it in
-                found = pattern.search(whole, timeout=_MATCH_TIMEOUT_S) or pattern.search(
-                    spaced, timeout=_MATCH_TIMEOUT_S
-                )
-        except TimeoutError:
-            found = None
+        if template.generic:
+            found = _search(pattern.fullmatch, whole)
+        else:  # without its exception class first: a leading hole would take it in
+            found = _search(pattern.search, whole, spaced)
         if found is not None:
-            values = {k: v.strip() for k, v in found.groupdict().items() if v is not None}
-            hits.append(TemplateHit(template, values, message))
+            hits.append(TemplateHit(template, _bound(found), message))
+    if not hits:
+        hits = _requoted(index, words, whole, message)
     if not hits:
         hits = _cut_short(index, words, whole, message)
     if not hits:
         hits = _reworded(index, words, whole, message)
     return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
+
+
+_QUOTES = re.compile("[`'\"\u2018\u2019\u201c\u201d]")
+
+
+def unquoted(text: str) -> str:
+    """``text`` without quote characters: releases quote a name with backticks, quotes or not
+    at all, and a page the log was copied from renders backticks away."""
+    return _QUOTES.sub("", text)
+
+
+def _search(method: Callable[..., regex.Match[str] | None], *texts: str) -> regex.Match[str] | None:
+    """The first of ``texts`` that ``method`` (a pattern's search or fullmatch) matches within
+    the time allowed for one message."""
+    for text in texts:
+        try:
+            found = method(text, timeout=_MATCH_TIMEOUT_S)
+        except TimeoutError:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _bound(found: regex.Match[str]) -> dict[str, str]:
+    return {k: v.strip() for k, v in found.groupdict().items() if v is not None}
+
+
+def _requoted(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:
+    """Templates the message is an instance of once quotes are left out of both."""
+    bare = unquoted(whole)
+    hits = []
+    for number in index.candidates(words):
+        template = index.row(number)
+        text = unquoted(template.text)
+        if template.generic or (text == template.text and bare == whole):
+            continue  # nothing quoted on either side: the plain match already said no
+        if max((" ".join(run.split()) for run in fixed_runs(text)), key=len) not in bare:
+            continue
+        found = _search(index.unquoted_pattern(number, template.text).search, bare)
+        if found is not None:
+            hits.append(TemplateHit(template, _bound(found), message))
+    return hits
 
 
 def _cut_short(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -242,6 +242,8 @@ class ReleaseContext:
     """The mined release nearest to the log's version (None when no release is mined)."""
     shown: str | None
     """The version the log or the user gave, as given."""
+    guessed: bool = False
+    """The log does not say which engine ran: this is one of several read alike."""
 
     @property
     def name(self) -> str:
@@ -401,8 +403,9 @@ def _best_hit(
         index = builtin_index(source)
         if index is None:
             continue
-        context = (
-            _context(source, shown) if source in mined.ENGINES else _context(engines[0], shown)
+        context = replace(
+            _context(source if source in mined.ENGINES else engines[0], shown),
+            guessed=len(engines) > 1,
         )
         for hit in match_message(index, candidate.text):
             if _mostly_holes(hit):
@@ -480,12 +483,19 @@ def _finding(
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
-    fix = derive_fix(hit.message, hit.values, context, template.text, hit.cut_short or hit.reworded)
+    fix = derive_fix(
+        hit.message,
+        hit.values,
+        context,
+        template.text,
+        hit.cut_short or hit.reworded,
+        raised_until=template.versions[-1] if template.source != "libraries" else None,
+    )
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
         f"Derived from the engine's source, {where}: the decisive message matches a message "
         f"this code writes ({raised}" + (", on the start-up path)." if template.startup else ")."),
-        f"The message: `{candidate.text.strip()[:300]}`.",
+        f"The message: `{_raised_part(candidate.text, template.exception)[:300]}`.",
     ]
     if hit.cut_short:
         explanation.append(
@@ -524,6 +534,7 @@ def _finding(
         patch=fix.patch,
         patch_note=" ".join(fix.notes) or None,
         next_checks=fix.checks,
+        package=fix.package if template.source != "libraries" else None,
         phase=candidate.phase,
         applies_to=_applies_to(template.versions, context, template.source),
         tier="engine_source",
@@ -546,8 +557,16 @@ def _applies_to(versions: Sequence[str], context: ReleaseContext, source: str) -
     return f"{context.name} {first}" if first == last else f"{context.name} {first} to {last}"
 
 
+def _raised_part(text: str, exception: str | None) -> str:
+    """The message from its exception class on: a page that wrapped the log joins the lines
+    before it (other processes' frames) into the same line."""
+    spaced = " ".join(text.split())
+    start = spaced.rfind(f"{exception}: ") if exception else -1
+    return spaced[start:] if start > 0 else spaced
+
+
 def _title(exception: str | None, message: str, context: ReleaseContext, source: str) -> str:
-    text = " ".join(message.split())
+    text = _raised_part(message, exception)
     text = re.sub(r"^(?:[\w.]+(?:Error|Exception): )+", "", text)
     short = text if len(text) <= 110 else text[:109] + "…"
     who = "A library under the engine" if source == "libraries" else context.name
@@ -567,6 +586,7 @@ class DerivedFix:
     checks: list[str] = field(default_factory=list)
     sets_allowed_value: bool = False
     """The message lists the values a launch option may take here, and the fix sets one."""
+    package: PackageAction | None = None
 
 
 def derive_fix(
@@ -575,6 +595,7 @@ def derive_fix(
     context: ReleaseContext,
     template: str = "",
     cut_short: bool = False,
+    raised_until: str | None = None,
 ) -> DerivedFix:
     """The settings ``message`` names (and, when the log cut it short or words it as another
     release does, its mined ``template``'s), each checked against ``context``'s release: a
@@ -586,6 +607,7 @@ def derive_fix(
     env_set: dict[str, str] = {}
     not_a_choice: list[str] = []  # options shown with a value they do not accept
     table = context.table()
+    later = _newer_release(context, raised_until) if _NOT_YET.search(message) else None
     if table is not None:
         said = [message, template] if cut_short else [message]
         for setting in (found for text in said for found in _SET_FLAG.finditer(text)):
@@ -607,7 +629,7 @@ def derive_fix(
         ]
         if not args_add:
             allowed = _allowed_value(template, values, table, fix)
-            if not (allowed or args_remove or not_a_choice):
+            if not (allowed or args_remove or not_a_choice or later):
                 allowed = _refused_choice(message, table, fix)
             if allowed:
                 args_add += allowed
@@ -623,12 +645,50 @@ def derive_fix(
             f"Set `{not_a_choice[0]}` to one of the values it accepts (listed above): the log "
             "does not say which one this model needs."
         )
+    elif later is not None:
+        fix.package = later
+        fix.sentences.append(
+            f"The message says {context.name} does not support this *yet*: the support is "
+            f"planned, and a newer release ({later.spec}; the mined releases before it still "
+            "raise this message) may have it. Upgrade, and read "
+            "the newer releases' notes for it; where the newest still refuses it, change the "
+            "option or model that asks for it."
+        )
     elif not fix.notes:
         fix.notes.append(
             "The message names no setting this release accepts: no configuration change is "
             "derived from it."
         )
     return fix
+
+
+_NOT_YET = re.compile(
+    r"\b(?:not (?:yet )?(?:supported|implemented) yet|not yet (?:supported|implemented)|"
+    r"does(?:n't| not) (?:yet )?support\b.{1,80}\byet)\b",
+    re.IGNORECASE,
+)
+"""A refusal the engine says is temporary (``... does not support BitsAndBytes quantization
+yet``): a later release is where the support lands."""
+
+
+def _newer_release(context: ReleaseContext, raised_until: str | None) -> PackageAction | None:
+    """The first mined release after the newest that still raises the message (``raised_until``),
+    else one after the release the log shows; None when the engine is a guess, the log shows
+    that release or a later one, or the newest mined release still raises it."""
+    index = builtin_index(context.engine) if context.engine in mined.ENGINES else None
+    known = index.versions if index is not None else ()  # the releases its messages were read from
+    shown = context.shown
+    if context.guessed or not known or raised_until == known[-1]:
+        return None
+    after = [v for v in known if raised_until is not None and not at_least(raised_until, v)]
+    if after:
+        target = after[0]
+        if shown is not None and at_least(shown, target):
+            return None
+        return PackageAction(name=context.engine, spec=f">={target}", action="upgrade")
+    if shown is None or at_least(shown, known[-1]):
+        return None
+    return PackageAction(name=context.engine, spec=f">{shown}", action="upgrade")
 
 
 def _flag_setting(
