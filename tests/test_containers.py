@@ -23,6 +23,7 @@ import yaml
 from diagnose.core.container import docker_facts, pod_facts, with_container
 from diagnose.core.contextfix import Target, contextualize, in_context
 from diagnose.core.deployment import recognise
+from diagnose.core.launch import from_command_line, from_vllm_settings
 from diagnose.core.models import Deployment, Diagnosis, Finding, Patch, Role, Severity
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +32,9 @@ MINIKUBE = CONTAINERS / "k8s-minikube-1.31"
 AIBRIX = CONTAINERS / "k8s-aibrix-probe"
 DOCKER_18 = CONTAINERS / "docker-18.09"
 DOCKER_110 = CONTAINERS / "docker-1.10"
+DOCKER_2010 = CONTAINERS / "docker-20.10"
+KV_TOO_SMALL = REPO / "fixtures" / "reasoning" / "engine-core-failed-kv-too-small.journal.txt"
+"""A real vLLM log whose fix changes a flag and that prints vLLM's non-default args."""
 CASES = REPO / "benchmarks" / "accuracy" / "cases"
 COMPOSE_SCHEMA = json.loads((CONTAINERS / "compose-spec.json").read_text())
 KUBERNETES_VERSION = "1.31"
@@ -141,6 +145,128 @@ def test_docker_inspect_of_two_docker_versions_is_read(
     assert facts.ipc_host is ipc
     assert facts.exit_code is None  # running: no exit to read
     assert facts.mounts == []
+
+
+def test_docker_2010_records_of_real_runs_are_read() -> None:
+    """docker inspect of containers Docker 20.10 ran (SOURCE.md): an OOM kill under a memory
+    limit with host IPC, a read-only root with 16 GB of /dev/shm, and an entrypoint."""
+    oom = docker_facts(_json(DOCKER_2010 / "oomkilled-ipc-host.inspect.json"))
+    assert (oom.exit_code, oom.exit_reason, oom.ipc_host) == (137, "OOMKilled", True)
+    assert oom.memory_limit == "64Mi"
+    sglang = docker_facts(_json(DOCKER_2010 / "sglang-shm-read-only.inspect.json"))
+    assert sglang.shm_bytes == 16 << 30 and sglang.read_only_root
+    assert sglang.mounts == ["/models"] and sglang.command == []
+    assert sglang.args == [
+        "python3", "-m", "sglang.launch_server", "--model-path", "/models/llama", "--tp", "2"
+    ]  # fmt: skip
+    plain = docker_facts(_json(DOCKER_2010 / "vllm-entrypoint.inspect.json"))
+    assert plain.command == ["vllm"] and plain.args[0] == "serve"
+    assert plain.deployment.orchestrator is None and plain.shm_bytes == 64 << 20
+    compose = docker_facts(_json(DOCKER_2010 / "compose-vllm.inspect.json"))
+    assert compose.deployment.orchestrator == "Compose"
+    assert compose.deployment.container == "vllm" and compose.deployment.name == "serving_vllm_1"
+    assert compose.command == ["vllm", "serve"] and compose.args_key == "args"
+    assert compose.shm_bytes == 1 << 30
+
+
+# -- the launch command read from the log -----------------------------------------------------
+
+
+def test_vllms_non_default_args_are_the_command() -> None:
+    line = next(
+        line for line in KV_TOO_SMALL.read_text().splitlines() if "non-default args: {" in line
+    )
+    launch = from_vllm_settings(line.split("non-default args: ", 1)[1])
+    assert launch is not None and launch.program == ["vllm", "serve"]
+    assert launch.flags == [
+        "/srv/models/Qwen2.5-14B-Instruct-AWQ", "--host", "0.0.0.0", "--max-model-len",
+        "131072", "--quantization", "awq_marlin", "--gpu-memory-utilization", "0.92",
+    ]  # fmt: skip
+    assert from_vllm_settings("{'compilation_config': CompilationConfig(level=3)}") is None
+    assert from_vllm_settings("{'model': None}") is None
+
+
+@pytest.mark.parametrize(
+    ("program", "rest", "expected"),
+    [
+        ("vllm serve", " /models/m --tp 2", ["vllm", "serve"]),
+        (
+            "/opt/venv/bin/python -m sglang.launch_server",
+            " --model-path /m",
+            ["/opt/venv/bin/python", "-m", "sglang.launch_server"],
+        ),
+        (
+            "openai.api_server",
+            " --model m",
+            ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        ),
+        ("vllm serve", " [model_tag] [options]", None),  # its usage text
+        ("vllm serve", " <model> --tp 2", None),
+        ("vllm serve", " m --tp 2 \\", None),  # goes on in a line the log cut
+    ],
+)
+def test_a_command_line_in_the_log_is_the_command(
+    program: str, rest: str, expected: list[str] | None
+) -> None:
+    launch = from_command_line(program, rest)
+    assert (launch.program if launch else None) == expected
+
+
+def test_flags_are_written_from_the_logs_command_when_there_is_no_record() -> None:
+    kube = run(["file", str(KV_TOO_SMALL), "--deployment", "kubernetes", "--patch-only"])
+    assert kube.returncode == 1, kube.stderr
+    patch = yaml.safe_load(kube.stdout)
+    container = patch["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["vllm", "serve"]
+    assert container["args"][-2:] == ["--max-model-len", "56896"]
+    assert "131072" not in container["args"]
+    assert_valid_kubernetes(patch)
+    as_json = run(["file", str(KV_TOO_SMALL), "--deployment", "kubernetes", "--patch-only", "-f", "json"])  # fmt: skip
+    assert json.loads(as_json.stdout) == patch
+    compose = run(["file", str(KV_TOO_SMALL), "--deployment", "docker", "-f", "json"])
+    primary = json.loads(compose.stdout)["findings"][0]["patch"]
+    service = primary["compose"]["services"]["<service>"]
+    assert service["entrypoint"] == ["vllm", "serve"] and service["command"] == container["args"]
+    assert_valid_compose({"services": {"vllm": service}})  # the name the user fills in
+    assert primary["docker_run"][:2] == ["--entrypoint=vllm", "<image>"]
+    assert "vLLM's non-default args" in primary["context_note"]
+
+
+def test_flags_inside_a_shell_string_are_said_not_edited() -> None:
+    target = Target(command=["/bin/sh", "-c"], args=["vllm serve /m --dtype auto"])
+    done = in_context(_finding(Patch(args_add=["--dtype", "half"])), KUBE, target).patch
+    assert done is not None and done.kubernetes is None
+    assert "add --dtype half" in (done.context_note or "")
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ("compose-vllm", "services:\n  vllm:\n    command:\n    - /models/llama\n"),
+        ("vllm-entrypoint", "--entrypoint=vllm <image> serve /models/llama "),
+    ],
+)
+def test_patch_only_prints_the_containers_form(tmp_path: Path, record: str, expected: str) -> None:
+    (tmp_path / "inspect.json").write_text((DOCKER_2010 / f"{record}.inspect.json").read_text())
+    (tmp_path / "logs.txt").write_text(KV_TOO_SMALL.read_text())
+    done = run(["docker", "--from", str(tmp_path), "--patch-only"])
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(expected)
+    assert "--max-model-len 56896" in done.stdout or "'56896'" in done.stdout
+    if record == "compose-vllm":
+        assert_valid_compose(yaml.safe_load(done.stdout))
+
+
+def test_patch_only_of_a_record_alone(tmp_path: Path) -> None:
+    """The OOM kill Docker 20.10 recorded: the docker run option; a healthy record: nothing."""
+    (tmp_path / "inspect.json").write_text(
+        (DOCKER_2010 / "oomkilled-ipc-host.inspect.json").read_text()
+    )
+    done = run(["docker", "--from", str(tmp_path), "--patch-only"])
+    assert (done.returncode, done.stdout) == (1, "--memory=1g\n")
+    healthy = run(["docker", "--from", str(DOCKER_110), "--patch-only"])
+    assert (healthy.returncode, healthy.stdout) == (0, "")
+    assert "no container patch to print: no failure found" in healthy.stderr
 
 
 # -- the deployment read from the log -------------------------------------------------------
@@ -404,7 +530,7 @@ def test_a_read_only_root_gets_a_writable_cache() -> None:
 
 def test_docker_records_give_compose_overrides_that_validate() -> None:
     record = _json(DOCKER_18 / "inspect.json")
-    record[0]["Args"] = ["--model", "/models/llama", "--tensor-parallel-size", "4"]
+    record[0]["Config"]["Cmd"] = ["--model", "/models/llama", "--tensor-parallel-size", "4"]
     record[0]["HostConfig"]["DeviceRequests"] = [
         {"Driver": "nvidia", "Count": 2, "DeviceIDs": None, "Capabilities": [["gpu"]]}
     ]

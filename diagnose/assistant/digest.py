@@ -271,7 +271,7 @@ def _launch_lines(facts: Mapping[str, Any]) -> list[str]:
 
 
 def _fact_lines(facts: Mapping[str, Any]) -> list[str]:
-    skip = {"launch_command", "launch_settings"}
+    skip = {"launch_command", "launch_settings", "launch_program", "launch_settings_from"}
     return [
         f"{name}: {value}"
         for name, value in sorted(facts.items())

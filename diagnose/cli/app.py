@@ -127,8 +127,10 @@ PatchOnlyOption = Annotated[
     typer.Option(
         "--patch-only",
         help="Print only the root cause's systemd drop-in, no report (overrides --format), "
-        "ready for tee or systemctl edit --stdin (systemd 256+). Example: --patch-only | "
-        "sudo systemctl edit --stdin --drop-in=zz-diagnose UNIT",
+        "ready for tee or systemctl edit --stdin (systemd 256+); in a container (docker, "
+        "kubernetes) its fix in the container's form: the Kubernetes patch, the "
+        "compose.override.yaml or the docker run options (YAML; JSON with -f json). Example: "
+        "--patch-only | sudo systemctl edit --stdin --drop-in=zz-diagnose UNIT",
     ),
 ]
 OUTPUT_EPILOG = (
@@ -363,7 +365,8 @@ FromOption = Annotated[
 @app.command(
     "k8s",
     epilog="Examples: diagnose k8s vllm-7d9f-abcde -n serving · diagnose k8s --from DIR, DIR "
-    "holding pod.json, events.json, previous.txt and logs.txt (see README). " + OUTPUT_EPILOG,
+    "holding pod.json, events.json, previous.txt and logs.txt (see README) · diagnose k8s POD "
+    "--patch-only > fix.yaml. " + OUTPUT_EPILOG,
 )
 def k8s_command(
     pod: Annotated[str | None, typer.Argument(help="The pod.")] = None,
@@ -382,6 +385,7 @@ def k8s_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Diagnose a Kubernetes pod: its previous and current logs, its record and its events,
     with every fix as a strategic-merge patch (kubectl patch --type strategic)."""
@@ -392,7 +396,8 @@ def k8s_command(
 @app.command(
     "docker",
     epilog="Examples: diagnose docker vllm · diagnose docker --from DIR, DIR holding "
-    "inspect.json and logs.txt (see README). " + OUTPUT_EPILOG,
+    "inspect.json and logs.txt (see README) · diagnose docker vllm --patch-only > "
+    "compose.override.yaml. " + OUTPUT_EPILOG,
 )
 def docker_command(
     container: Annotated[str | None, typer.Argument(help="The container.")] = None,
@@ -404,6 +409,7 @@ def docker_command(
     hang_after: HangAfterOption = None,
     no_redact: NoRedactOption = False,
     engine_version: EngineVersionOption = None,
+    patch_only: PatchOnlyOption = False,
 ) -> None:
     """Diagnose a Docker (Podman, Compose) container: its log and docker inspect, with every
     fix as docker run options and a compose.override.yaml."""

@@ -43,16 +43,27 @@ def say_fixes(lines: list[str]) -> None:
 def emit(
     diagnosis: Diagnosis, fmt: str, output: Path | None, no_redact: bool, patch_only: bool
 ) -> ExitCode | None:
-    """The report, or with ``--patch-only`` the unit's one drop-in; when there is none, or
+    """The report, or with ``--patch-only`` the unit's one drop-in (in a container, the root
+    cause's fix in the container's form, JSON with ``-f json``); when there is none, or
     installing it would change nothing, nothing is printed or written, stderr says why, and
     the exit code is 2 when there was a failure to fix (None: the report's code stands)."""
-    from diagnose.render.common import no_dropin_reason, primary_dropin
+    from diagnose.render.common import (
+        in_unit,
+        no_container_patch_reason,
+        no_dropin_reason,
+        patch_only_text,
+    )
     from diagnose.runs import output as report
 
-    if patch_only and primary_dropin(diagnosis) is None:
-        warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
+    if patch_only and patch_only_text(diagnosis) is None:
+        if in_unit(diagnosis):
+            warn(f"no drop-in to print: {no_dropin_reason(diagnosis)}")
+        else:
+            warn(f"no container patch to print: {no_container_patch_reason(diagnosis)}")
         return ExitCode.USER_ERROR if diagnosis.findings else None
-    report.emit(diagnosis, "dropin" if patch_only else fmt, output, no_redact)
+    if patch_only:
+        fmt = "dropin-json" if fmt == "json" and not in_unit(diagnosis) else "dropin"
+    report.emit(diagnosis, fmt, output, no_redact)
     return None
 
 
@@ -255,6 +266,7 @@ def run_container(
     hang_after: str | None,
     no_redact: bool,
     engine_version: str | None,
+    patch_only: bool,
 ) -> ExitCode:
     """``diagnose k8s`` and ``diagnose docker``: the record and logs, the same pipeline as
     ``diagnose file``, then what the record proves; the exit code."""
@@ -266,6 +278,7 @@ def run_container(
         gathered = command.gather_pod(name, namespace, context, container, saved)
     else:
         gathered = command.gather_container(name, saved)
+    facts: dict[str, Any] = {}
     diagnosis = diagnose_logs(
         gathered.logs,
         signature_dirs or [],
@@ -273,8 +286,9 @@ def run_container(
         warn,
         engine_version=engine_and_version(engine_version),
         allow_empty=True,
+        facts=facts,
     )
     lines = log_sample(gathered.logs, diagnosis)
-    diagnosis = command.finish(diagnosis, gathered, kind, container, lines)
-    report.emit(diagnosis, fmt, output, no_redact)
-    return report.exit_code(diagnosis, fail_on)
+    diagnosis = command.finish(diagnosis, gathered, kind, container, lines, facts)
+    refused = emit(diagnosis, fmt, output, no_redact, patch_only)
+    return refused or report.exit_code(diagnosis, fail_on)

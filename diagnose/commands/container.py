@@ -4,10 +4,12 @@ pipeline as ``diagnose file``, with what its record proves and every fix in its 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from diagnose.core.container import docker_facts, pod_facts, with_container
 from diagnose.core.deployment import recognise
 from diagnose.core.errors import UserError
+from diagnose.core.launch import read_launch
 from diagnose.core.models import Diagnosis
 from diagnose.inputs import containers
 from diagnose.inputs.containers import Gathered
@@ -38,12 +40,18 @@ def gather_container(container: str | None, saved: Path | None) -> Gathered:
 
 
 def finish(
-    diagnosis: Diagnosis, gathered: Gathered, kind: str, container: str | None, log_lines: list[str]
+    diagnosis: Diagnosis,
+    gathered: Gathered,
+    kind: str,
+    container: str | None,
+    log_lines: list[str],
+    log_facts: dict[str, Any],
 ) -> Diagnosis:
-    """The diagnosis with the record's findings and its fixes in the deployment's form."""
+    """The diagnosis with the record's findings and its fixes in the deployment's form
+    (``log_facts``: the launch facts of the log, for a record without the command)."""
     if kind == "kubernetes":
         facts = pod_facts(gathered.record, gathered.events, container)
     else:
         facts = docker_facts(gathered.record)
-    done = with_container(diagnosis, facts, recognise(log_lines))
+    done = with_container(diagnosis, facts, recognise(log_lines), read_launch(log_facts))
     return done.model_copy(update={"notes": [*gathered.notes, *done.notes]})

@@ -47,6 +47,7 @@ def diagnose_files(
             )
         arguments = ["-"]
     logs = [LogInput.from_argument(argument) for argument in arguments]
+    facts = {} if facts is None else facts
     diagnosis = diagnose_logs(
         logs,
         signature_dirs,
@@ -58,8 +59,9 @@ def diagnose_files(
         jobs,
         facts=facts,
     )
-    from diagnose.core.contextfix import contextualize  # only here: `diagnose file` starts fast
+    from diagnose.core.contextfix import Target, contextualize  # only here: starts fast
     from diagnose.core.deployment import recognise
+    from diagnose.core.launch import read_launch
     from diagnose.core.models import Deployment
 
     seen = recognise(log_sample(logs, diagnosis))
@@ -69,7 +71,7 @@ def diagnose_files(
             orchestrator=seen.orchestrator,
             evidence=["given with --deployment"],
         )
-    return contextualize(diagnosis, seen)
+    return contextualize(diagnosis, seen, Target(launch=read_launch(facts)))
 
 
 SAMPLE_BYTES = 1 << 20

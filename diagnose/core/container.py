@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from diagnose.core.contextfix import SHM_SIZE, Needs, Target, contextualize
+from diagnose.core.launch import LaunchCommand
 from diagnose.core.models import (
     Confidence,
     Deployment,
@@ -100,8 +101,9 @@ class ContainerFacts:
     def argv(self) -> list[str]:
         return [*self.command, *self.args]
 
-    def target(self) -> Target:
-        """The container a patch is for."""
+    def target(self, launch: LaunchCommand | None = None) -> Target:
+        """The container a patch is for (``launch``: the command the log shows, for a record
+        that holds none)."""
         probe = next((p for p in self.probes if p.port), None)
         return Target(
             container=self.deployment.container or "<container>",
@@ -109,6 +111,7 @@ class ContainerFacts:
             args=self.args,
             args_key=self.args_key,
             port=probe.port if probe and probe.port else 8000,
+            launch=launch,
         )
 
     def evidence(
@@ -262,6 +265,13 @@ def pod_facts(
     return facts
 
 
+def _words(value: Any) -> list[str]:
+    """Docker's ``Entrypoint`` or ``Cmd``: a list, a string (API 1.1x wrote ``""``), or null."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return [str(word) for word in value] if isinstance(value, list) else []
+
+
 def docker_facts(inspect: Any) -> ContainerFacts:
     """The facts of a container from ``docker inspect`` (an array of one, or the object)."""
     record = inspect[0] if isinstance(inspect, list) and inspect else inspect
@@ -275,7 +285,7 @@ def docker_facts(inspect: Any) -> ContainerFacts:
     service = labels.get("com.docker.compose.service")
     deployment = Deployment(
         kind="docker",
-        orchestrator=_orchestrator(labels),
+        orchestrator=_orchestrator(labels) or ("Compose" if service else None),
         name=name,
         container=clean(service) if service else name,
         evidence=["the container's record (docker inspect)"],
@@ -283,13 +293,15 @@ def docker_facts(inspect: Any) -> ContainerFacts:
     facts = ContainerFacts(
         deployment=deployment,
         source="inspect.json",
-        command=[clean(record["Path"])] if record.get("Path") else [],
-        args=[clean(a) for a in record.get("Args") or []],
+        command=[clean(a) for a in _words(config.get("Entrypoint"))],
+        args=[clean(a) for a in _words(config.get("Cmd"))],
         restarts=_int(record.get("RestartCount"), 0),
         shm_bytes=_int(host.get("ShmSize"), DOCKER_DEFAULT_SHM) or DOCKER_DEFAULT_SHM,
         ipc_host=host.get("IpcMode") == "host",
         read_only_root=bool(host.get("ReadonlyRootfs")),
     )
+    if facts.command and not any(a.startswith("-") for a in facts.args):
+        facts.args_key = "command"  # the flags are in the entrypoint
     memory = _int(host.get("Memory"), 0)
     facts.memory_limit = f"{memory >> 20}Mi" if memory else None
     for request in host.get("DeviceRequests") or []:
@@ -557,10 +569,16 @@ def _start_seconds(diagnosis: Diagnosis, facts: ContainerFacts) -> float | None:
     return None
 
 
-def with_container(diagnosis: Diagnosis, facts: ContainerFacts, from_log: Deployment) -> Diagnosis:
+def with_container(
+    diagnosis: Diagnosis,
+    facts: ContainerFacts,
+    from_log: Deployment,
+    launch: LaunchCommand | None = None,
+) -> Diagnosis:
     """The diagnosis with what the container's record proves: its findings (a decisive one
     becomes the primary when the log's own primary is only a consequence), the deployment
-    named, and every fix in the deployment's form."""
+    named, and every fix in the deployment's form (its flags edited in the record's command,
+    else in ``launch``, the one the log shows)."""
     found = findings(facts, diagnosis.phase_reached, _start_seconds(diagnosis, facts))
     primary = diagnosis.finding(diagnosis.primary)
     number = len(diagnosis.findings)
@@ -596,4 +614,4 @@ def with_container(diagnosis: Diagnosis, facts: ContainerFacts, from_log: Deploy
         [f for f in added if f.id == new_primary] + kept + [f for f in added if f.id != new_primary]
     )
     updated = diagnosis.model_copy(update={"findings": ordered, "primary": new_primary})
-    return contextualize(updated, deployment, facts.target(), needs)
+    return contextualize(updated, deployment, facts.target(launch), needs)

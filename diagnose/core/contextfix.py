@@ -6,9 +6,11 @@ as a drop-in."""
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.core.launch import LaunchCommand
 from diagnose.core.models import Deployment, Diagnosis, Finding, Patch
 
 SHM_SIZE = "16Gi"
@@ -38,13 +40,30 @@ class Needs:
 
 @dataclass(frozen=True)
 class Target:
-    """The container a patch is for, as far as its record is known."""
+    """The container a patch is for, as far as its record is known: its ``command`` and
+    ``args`` (a pod's; docker's ``Entrypoint`` and ``Cmd``), ``args_key`` the one of the two
+    that holds the engine's flags; ``launch``, the command the log shows, when the record
+    has none."""
 
     container: str = "<container>"
     command: list[str] | None = None
     args: list[str] | None = None
     args_key: str = "args"
     port: int | str = 8000
+    launch: LaunchCommand | None = None
+
+    def flags_at(self) -> tuple[list[str], list[str], str, str] | None:
+        """Where the flags are: (command, args, the key that holds them, where it was read);
+        None when neither the record nor the log says, or when the flags sit inside one shell
+        string (``sh -c "vllm serve ..."``), which a patch of words cannot edit."""
+        command, args = self.command or [], self.args or []
+        if not command and not args:
+            if self.launch is None:
+                return None
+            return self.launch.program, self.launch.flags, "both", self.launch.source
+        if any(" -" in word for word in [*command, *args]):
+            return None
+        return command, args, self.args_key, "the container's record"
 
 
 @dataclass
@@ -102,19 +121,7 @@ def _forms(patch: Patch | None, needs: Needs, target: Target) -> _Forms:
     for name in patch.env_unset:
         forms.notes.append(f"remove {name} from the container's environment")
     if patch.args_add or patch.args_remove:
-        current = target.args if target.args_key == "args" else target.command
-        if current is not None:
-            edited = _edited(current, patch)
-            forms.container[target.args_key] = edited
-            forms.service["command"] = edited
-        else:
-            again = {w for w in patch.args_add if w.startswith("-")}
-            removed = [f"remove {w}" for w in patch.args_remove if w not in again]
-            added = [f"add {' '.join(patch.args_add)}"] if patch.args_add else []
-            forms.notes.append(
-                f"the server's flags: {', '.join(removed + added)} (a patch replaces the whole "
-                "list: diagnose k8s POD or diagnose docker CONTAINER writes it from the record)"
-            )
+        _command(forms, patch, target)
     for key, value in patch.unit_set.items():
         _unit_key(forms, key, value, target)
     if needs.shm:
@@ -141,6 +148,40 @@ def _forms(patch: Patch | None, needs: Needs, target: Target) -> _Forms:
         forms.mount("cache", needs.cache, {"emptyDir": {}}, needs.cache)
         forms.flags.append(f"--tmpfs={needs.cache}")
     return forms
+
+
+def _command(forms: _Forms, patch: Patch, target: Target) -> None:
+    """The flags' change as the whole command in each form (Kubernetes ``command``/``args``,
+    Compose ``entrypoint``/``command``, ``docker run --entrypoint IMAGE COMMAND``), or in
+    words when the command is not known."""
+    found = target.flags_at()
+    if found is None:
+        again = {w for w in patch.args_add if w.startswith("-")}
+        removed = [f"remove {w}" for w in patch.args_remove if w not in again]
+        added = [f"add {' '.join(patch.args_add)}"] if patch.args_add else []
+        forms.notes.append(
+            f"the server's flags: {', '.join(removed + added)} (a patch replaces the whole "
+            "command, and neither the log nor a record shows it: diagnose k8s POD or diagnose "
+            "docker CONTAINER writes it from the record)"
+        )
+        return
+    command, args, key, source = found
+    if key == "command":
+        command = _edited(command, patch)
+    else:
+        args = _edited(args, patch)
+    if key == "both":
+        forms.container |= {"command": command, "args": args}
+        forms.service |= {"entrypoint": command, "command": args}
+        forms.notes.append(f"the command is written from {source}: check it is the whole command")
+    elif key == "command":
+        forms.container["command"] = command
+        forms.service["entrypoint"] = command
+    else:
+        forms.container["args"] = args
+        forms.service["command"] = args
+    entry = [f"--entrypoint={command[0]}"] if command else []  # the record's may be the image's
+    forms.flags += [*entry, "<image>", shlex.join([*command[1:], *args])]
 
 
 def _unit_key(forms: _Forms, key: str, value: str, target: Target) -> None:

@@ -143,7 +143,8 @@ class Patch(_Frozen):
     )
     docker_run: list[str] = Field(
         default_factory=empty_list,
-        description="In a Docker deployment: the `docker run` options that make the change.",
+        description="In a Docker deployment: the `docker run` options that make the change "
+        "(ending with `<image>` and the whole command when the flags change).",
     )
     context_note: str | None = Field(
         default=None,
@@ -266,7 +267,8 @@ DeploymentKind = Literal["systemd", "docker", "kubernetes", "unknown"]
 
 class Deployment(_Frozen):
     """*Extension*: what ran the server: systemd, Docker (Podman, Compose) or Kubernetes, and
-    the orchestrator on top when the input says (KServe, KAITO, AIBrix, llm-d, GPUStack)."""
+    the orchestrator on top when the input says (KServe, KAITO, AIBrix, llm-d, GPUStack;
+    Compose, from a container's labels)."""
 
     kind: DeploymentKind = "unknown"
     orchestrator: str | None = None

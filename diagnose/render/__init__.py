@@ -13,6 +13,7 @@ RENDERERS: dict[str, str] = {
     "markdown": "diagnose.render.markdown:render_markdown",
     "html": "diagnose.render.html:render_html",
     "dropin": "diagnose.render.common:render_patch_only",
+    "dropin-json": "diagnose.render.common:render_patch_only_json",
 }
 """Format name to ``module:function``, imported when used: a JSON report never loads rich."""
 

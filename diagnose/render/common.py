@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from datetime import datetime
 
@@ -173,10 +174,57 @@ def no_dropin_reason(diagnosis: Diagnosis) -> str:
     )
 
 
+def container_patch(diagnosis: Diagnosis, as_json: bool = False) -> str | None:
+    """The root cause's fix in its container's form, as ``--patch-only`` prints it: the
+    Kubernetes strategic-merge patch, the compose.override.yaml, or for a container a record
+    shows was started by ``docker run`` (no Compose labels) the ``docker run`` options; YAML,
+    or JSON when asked; None when the fix has no such form."""
+    finding = diagnosis.finding(diagnosis.primary)
+    patch = finding.patch if finding is not None else None
+    if patch is None:
+        return None
+    deployment = diagnosis.deployment
+    if deployment.kind == "docker" and deployment.name and deployment.orchestrator != "Compose":
+        return " ".join(patch.docker_run) + "\n" if patch.docker_run else None
+    form = patch.kubernetes if deployment.kind == "kubernetes" else patch.compose
+    if form is None:
+        return None
+    if as_json:
+        return json.dumps(form, indent=2) + "\n"
+    import yaml  # only here: a report without a container fix never loads it
+
+    text: str = yaml.safe_dump(form, sort_keys=False)
+    return text
+
+
+def patch_only_text(diagnosis: Diagnosis, as_json: bool = False) -> str | None:
+    """What ``--patch-only`` prints: the unit's one drop-in, or in a container the root
+    cause's fix in the container's form; None when there is none."""
+    if in_unit(diagnosis):
+        return primary_dropin(diagnosis)
+    return container_patch(diagnosis, as_json)
+
+
+def no_container_patch_reason(diagnosis: Diagnosis) -> str:
+    """Why ``--patch-only`` has no container form to print."""
+    finding = diagnosis.finding(diagnosis.primary)
+    if finding is None:
+        return "no failure found"
+    if finding.patch is not None and finding.patch.context_note:
+        return finding.patch.context_note
+    return finding.patch_note or "no configuration change fixes this failure"
+
+
 def render_patch_only(diagnosis: Diagnosis, **_: object) -> str:
-    """``--patch-only``: the unit's one drop-in and nothing else, ready for
-    ``systemctl edit --stdin UNIT`` or ``tee``; empty when there is none."""
-    return primary_dropin(diagnosis) or ""
+    """``--patch-only``: the unit's one drop-in (or the container's form of the root cause's
+    fix) and nothing else, ready for ``systemctl edit --stdin UNIT``, ``tee`` or a file;
+    empty when there is none."""
+    return patch_only_text(diagnosis) or ""
+
+
+def render_patch_only_json(diagnosis: Diagnosis, **_: object) -> str:
+    """``--patch-only -f json`` in a container: the form as JSON (``kubectl patch -p``)."""
+    return patch_only_text(diagnosis, as_json=True) or ""
 
 
 def unit_fix_lines(diagnosis: Diagnosis) -> tuple[str | None, list[str], list[str]]:
