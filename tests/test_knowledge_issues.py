@@ -11,6 +11,7 @@ import pytest
 from diagnose.core.models import Confidence, Diagnosis
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
+from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import (
     INDEX_NAME,
     IssueBase,
@@ -21,8 +22,6 @@ from diagnose.knowledge.issue_base import (
 )
 from diagnose.knowledge.issue_lint import coverage, lint
 from diagnose.knowledge.location import ANCHORS_NAME, records_dir
-from diagnose.knowledge.release_facts import RELEASE_TABLES
-from diagnose.knowledge.source_tier import ARGPARSE_READINGS
 from diagnose.library import engine_for, load_library
 from diagnose.render import render
 from tests.conftest import REPO, builtin_library, primary, run_cli, run_text
@@ -73,7 +72,7 @@ def test_lint_lets_each_engine_claim_a_wording_both_print_once() -> None:
 
 def test_covered_by_names_a_hand_signature_or_release_tables() -> None:
     library = {signature.id for signature in load_library(include_user_dirs=False)}
-    library |= RELEASE_TABLES | ARGPARSE_READINGS
+    library |= mined.RELEASE_TABLES | mined.ARGPARSE_READINGS
     for record in RECORDS:
         assert record.covered_by is None or record.covered_by in library, record.id
 

@@ -34,6 +34,10 @@ from diagnose.knowledge.location import knowledge_dir
 ENGINES = ("sglang", "vllm")
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 """How each mined engine is written in prose."""
+ARGPARSE_READINGS = frozenset(f"argparse-{engine}-flags" for engine in ENGINES)
+"""The signature names of the engine-source tier's readings of argparse errors."""
+RELEASE_TABLES = frozenset(f"{engine}-release-tables" for engine in ENGINES)
+"""The signature names of the release-tables tier's findings."""
 _FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9_.-]*[a-z0-9]", re.I)
 
 

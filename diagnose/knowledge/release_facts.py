@@ -14,8 +14,6 @@ from diagnose.core.models import Confidence, Finding, PackageAction, Patch, Role
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 
-RELEASE_TABLES = frozenset(f"{engine}-release-tables" for engine in mined.ENGINES)
-"""The signature names of this tier's findings."""
 _INVALID_CHOICE = re.compile(
     r"argument (?P<flag>--[\w.-]+)(?:/-[\w-]+)?: invalid choice: '?(?P<value>[^'\s]*)'? "
     r"\(choose from (?P<choices>[^)]*)\)"
@@ -272,7 +270,7 @@ def _finding(
 ) -> Finding:
     return Finding(
         id="f0",
-        signature=f"{engine}-release-tables",  # one of RELEASE_TABLES
+        signature=f"{engine}-release-tables",  # one of mined.RELEASE_TABLES
         category=category,
         severity=Severity.CRITICAL,
         role=Role.ROOT_CAUSE,

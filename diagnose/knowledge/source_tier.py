@@ -1021,7 +1021,7 @@ def _argparse_finding(
         )
     return Finding(
         id="f0",
-        signature=f"argparse-{context.engine}-flags",  # one of ARGPARSE_READINGS
+        signature=f"argparse-{context.engine}-flags",  # one of mined.ARGPARSE_READINGS
         category="launch_args",
         severity=Severity.CRITICAL,
         role=Role.ROOT_CAUSE,
@@ -1044,8 +1044,6 @@ def _argparse_finding(
     )
 
 
-ARGPARSE_READINGS = frozenset(f"argparse-{engine}-flags" for engine in mined.ENGINES)
-"""The signature names of this tier's readings of argparse errors."""
 _Fix = tuple[str, list[str], Patch | None, PackageAction | None]
 
 
@@ -1123,7 +1121,17 @@ def _unrecognized_fix(
         else:
             close = table.close_flags(flag)
             taking = _taking_value(close, value, table)
-            if taking is not None:
+            by_path = _path_option(flag, value, table) if taking is None else None
+            if by_path is not None:
+                taking, written = by_path
+                sentences.append(
+                    f"`{flag}` is not a flag of {release_name}; the flag of the same subject "
+                    f'that takes a path is `{taking}` (its help: "{_help_of(taking, table)}").'
+                )
+                remove.append(flag)
+                add += [taking, written]
+                hints.setdefault(flag, f"`{taking}` takes the path")
+            elif taking is not None:
                 sentences.append(
                     f"`{flag}` is not a flag of {release_name}; of the near spellings "
                     f"({', '.join(f'`{c}`' for c in close)}), `{taking}` is the nearest that "
@@ -1170,6 +1178,47 @@ def _taking_value(close: Sequence[str], value: str, table: mined.FlagTable) -> s
         and value in {str(c) for c in option.choices}
     ]
     return taking[0] if len(taking) == 1 or (taking and taking[0] == close[0]) else None
+
+
+_PATH_FLAG = re.compile(r"^--(?P<subject>[a-z0-9]+)[-_](?:[a-z0-9]+[-_])*(?:path|dir|file)$")
+_NAME_EQUALS_PATH = re.compile(r"\bname=path\b")
+
+
+def _path_option(flag: str, value: str, table: mined.FlagTable) -> tuple[str, str] | None:
+    """For an unknown ``--<subject>-path`` (or ``-dir``, ``-file``) given a value, the one
+    flag of the release whose name has that subject as a word and whose help says it takes a
+    path, with the value as it expects it (``name=path`` where its help asks for that form):
+    ``--lora-path x/y`` is ``--lora-modules y=x/y``."""
+    spelled = _PATH_FLAG.match(flag.replace("_", "-"))
+    if spelled is None or not value:
+        return None
+    subject = spelled.group("subject")
+    found = [
+        option
+        for option in table.options
+        if option.flags
+        and option.flags[0].startswith("--")
+        and subject in option.flags[0][2:].split("-")
+        and option.nargs != 0
+        and option.action not in _NO_VALUE_ACTIONS
+        and "path" in (option.help or "").lower()
+    ]
+    if len(found) > 1:  # the subject's own path flag (``--model-path`` for ``--model-dir``)
+        found = [
+            o for o in found if _PATH_FLAG.match(o.flags[0]) and o.flags[0][2:].startswith(subject)
+        ]
+    if len(found) != 1:
+        return None
+    option = found[0]
+    if _NAME_EQUALS_PATH.search(option.help or ""):
+        return option.flags[0], f"{value.rstrip('/').rsplit('/', 1)[-1]}={value}"
+    return option.flags[0], value
+
+
+def _help_of(flag: str, table: mined.FlagTable) -> str:
+    option = table.lookup(flag).option
+    help_text = " ".join((option.help or "").split()) if option is not None else ""
+    return help_text if len(help_text) <= 120 else help_text[:119] + "…"
 
 
 def _added_in(flag: str, context: ReleaseContext) -> str | None:

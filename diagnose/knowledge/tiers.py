@@ -18,12 +18,20 @@ from diagnose.core.models import (
     Role,
     Severity,
 )
+from diagnose.knowledge import mined
 from diagnose.knowledge.issue_base import (
     IssueBase,
     KnownIssueMatch,
     builtin_base,
 )
 from diagnose.knowledge.known_issues import KnownIssue
+
+
+def _read_by_a_tier(record: KnownIssue) -> bool:
+    """The record says an engine's flag or release tables read its message: the tier below
+    that reads them names the flag and the release, so the record gives way to it."""
+    return record.covered_by in mined.ARGPARSE_READINGS | mined.RELEASE_TABLES
+
 
 _HOLE_REF = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 MAX_ALTERNATIVES = 2
@@ -91,7 +99,7 @@ def _finding(
         explanation=" ".join(explanation),
         confidence=(
             Confidence.LOW
-            if match.version_fit == "fixed" or match.open_ended
+            if match.version_fit == "fixed" or match.open_ended or _read_by_a_tier(record)
             else Confidence.MEDIUM
         ),
         evidence=[candidate.evidence],
