@@ -248,6 +248,15 @@ def test_an_unknown_path_flag_becomes_the_subjects_flag_that_takes_a_path() -> N
     assert cause.patch.args_add == ["--model-path", "/models/qwen"]
 
 
+def test_a_python_keyword_given_as_an_argument_becomes_its_flag() -> None:
+    log = "vllm: error: unrecognized arguments: trust_remote_code=True max_num_seqs=64\n"
+    cause = _cause(log, ("vllm", "0.7.3"))
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["trust_remote_code=True", "max_num_seqs=64"]
+    assert cause.patch.args_add == ["--trust-remote-code", "--max-num-seqs", "64"]
+    assert "Python keyword spelling of `--trust-remote-code`" in cause.explanation
+
+
 def test_the_other_engines_spellings_are_rewritten_to_this_releases_every_one() -> None:
     """SGLang's flags given to vLLM are neither newer nor older vLLM flags: each is rewritten
     to the spelling of the release in the log, with its value; the record for "a flag from a

@@ -253,6 +253,18 @@ def test_remove_flags_with_values_and_equals_form() -> None:
     ]
 
 
+def test_a_stray_argument_is_removed_only_where_it_stands_alone() -> None:
+    argv = ["/bin/vllm", "serve", "m", "trust_remote_code=True", "--x", "trust_remote_code=True"]
+    # the value of --x stays: only a word that stands as an argument is the stray one
+    assert remove_flags(argv, ["trust_remote_code=True"]) == [
+        "/bin/vllm",
+        "serve",
+        "m",
+        "--x",
+        "trust_remote_code=True",
+    ]
+
+
 def test_args_add_replaces_an_existing_flag_and_escapes_literals() -> None:
     argv = ["/bin/x", "--mamba-scheduler-strategy=no_buffer", "--port", "30000"]
     patch = Patch(args_add=["--mamba-scheduler-strategy", "extra_buffer", "--note", "50%$HOME"])

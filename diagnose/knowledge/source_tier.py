@@ -1061,6 +1061,15 @@ def _unrecognized_fix(
     named: list[str] = []
     hints: dict[str, str] = {}
     upgrade_to: str | None = None
+    for token, flag, value in _keyword_tokens(tokens, table):
+        named.append(token)
+        sentences.append(
+            f"`{token}` is the Python keyword spelling of `{flag}`: on the command line it is "
+            "an option, and a word without dashes is read as an argument."
+        )
+        remove.append(token)
+        add += [flag, value] if value else [flag]
+        hints.setdefault(token, f"spelled `{flag}` on the command line")
     for flag, value in flag_values(tokens):
         known_here = table.lookup(flag).outcome in ("exact", "abbreviation")
         history = mined.flag_history(context.engine, flag, context.version or "")
@@ -1162,6 +1171,26 @@ def _unrecognized_fix(
         else None
     )
     return title, sentences, patch, package
+
+
+_KEYWORD_TOKEN = re.compile(r"(?P<dest>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)=(?P<value>\S+)")
+
+
+def _keyword_tokens(tokens: Sequence[str], table: mined.FlagTable) -> list[tuple[str, str, str]]:
+    """Words written as a Python keyword (``trust_remote_code=True``) whose name is an option
+    of the release: each with its flag and the value to give it ('' for a switch set true)."""
+    found = []
+    for token in tokens:
+        written = _KEYWORD_TOKEN.fullmatch(token)
+        option = table.setting(written.group("dest")) if written else None
+        if written is None or option is None or not option.flags[0].startswith("--"):
+            continue
+        value = written.group("value")
+        switch = option.nargs == 0 or option.action in _NO_VALUE_ACTIONS
+        if switch and value.lower() not in ("true", "1"):
+            continue
+        found.append((token, option.flags[0], "" if switch else value))
+    return found
 
 
 def _taking_value(close: Sequence[str], value: str, table: mined.FlagTable) -> str | None:

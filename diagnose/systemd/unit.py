@@ -647,14 +647,22 @@ def _takes_value(argv: list[str], index: int) -> bool:
 
 
 def remove_flags(argv: list[str], flags: Iterable[str]) -> list[str]:
-    """``argv`` without ``flags`` and their values (``--f v`` and ``--f=v``; ``_``/``-`` alike)."""
-    wanted = {_flag(f) for f in flags}
+    """``argv`` without ``flags`` and their values (``--f v`` and ``--f=v``; ``_``/``-`` alike);
+    a word of ``flags`` that is no option (``trust_remote_code=True`` given as an argument) is
+    removed where it stands alone."""
+    flags = list(flags)
+    wanted = {_flag(f) for f in flags if f.startswith("-")}
+    stray = {f for f in flags if not f.startswith("-")}
     out: list[str] = []
     i = 0
     while i < len(argv):
         word = argv[i]
         if i > 0 and word.startswith("-") and _flag(word) in wanted:
             i += 2 if _takes_value(argv, i) else 1
+            continue
+        after_option = i > 1 and argv[i - 1].startswith("-") and _takes_value(argv, i - 1)
+        if i > 0 and word in stray and not after_option:
+            i += 1
             continue
         out.append(word)
         i += 1
