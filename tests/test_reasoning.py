@@ -437,3 +437,17 @@ def test_the_empty_failed_procs_wrapper_is_left_out_behind_the_error_it_wraps() 
     assert "engine-ready-timeout" not in signatures
     alone = primary(run_text(_EMPTY_FAILED_PROCS))
     assert alone is not None and alone.signature == "vllm-engine-core-failed-wrapper"
+
+
+def test_the_wrapper_gives_way_to_an_error_before_it_that_no_signature_knows() -> None:
+    """An unknown error before the wrapper is the one to read: the wrapper's own reading (a
+    start that outlived the ready wait) would raise timeouts for an error already printed."""
+    error = (
+        "(EngineCore_DP0 pid=4310) ERROR 03-02 10:05:12 [core.py:1006] AssertionError: the "
+        "plugin registry was initialised twice\n"
+    )
+    diagnosis = run_text(error + _EMPTY_FAILED_PROCS)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "initialised twice" in cause.explanation
+    assert "vllm-engine-core-failed-wrapper" not in {f.signature for f in diagnosis.findings}

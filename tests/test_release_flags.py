@@ -53,6 +53,19 @@ def test_nothing_changes_where_the_log_shows_no_release_or_the_flag_is_there() -
     assert checked_flags(present, "sglang", "0.5.23") == present
 
 
+def test_another_engines_flag_is_left_out_with_or_without_a_release() -> None:
+    """SGLang's --nccl-port is no vLLM flag in any release: a fix that adds it fails as
+    written on vLLM, whatever the release."""
+    finding = _adding("--nccl-port", "<free port>", "--tensor-parallel-size", "2")
+    for shown in (None, "0.8.3"):
+        checked = checked_flags(finding, "vllm", shown)
+        assert checked.patch is not None
+        assert checked.patch.args_add == ["--tensor-parallel-size", "2"]
+        assert "`--nccl-port` is no flag of any vLLM release" in (checked.patch_note or "")
+    alone = checked_flags(_adding("--nccl-port", "29600"), "vllm", None)
+    assert alone.patch is None
+
+
 def _removing(flag: str, evidence_text: str) -> Finding:
     return _adding().model_copy(
         update={

@@ -553,7 +553,7 @@ class Engine:
             not self._live,
         )
         drafts = self._without_healthy_noise(drafts, last_attempt, ready, ended)
-        undecided = no_signature_decided(drafts)
+        undecided = no_signature_decided(drafts) or self._only_wrappers_after_an_error(drafts)
         if undecided:  # does the input show a failure nobody explains?
             failure = self.incident.failure(last_attempt, ready, ended)
         templates = [
@@ -745,6 +745,15 @@ class Engine:
         }
         records = [r for r in self._excerpt if r.seq not in healthy_lines]
         return self._explain_records(records, unit, engine)
+
+    def _only_wrappers_after_an_error(self, drafts: list[Draft]) -> bool:
+        """Only wrappers (and the catch-all) name a failure, and an error no signature knows
+        came before the first of them: that error, not the wrapper, is what to explain."""
+        failures = [d for d in drafts if is_failure(d.signature) and not is_catch_all(d.signature)]
+        if not failures or not all(d.signature.wrapper for d in failures):
+            return False
+        first = min(d.seq for d in failures)
+        return any(record.seq < first for record in self.incident.unexplained)
 
     def _explain_records(
         self, records: Sequence[Record], unit: str | None, engine: str | None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from diagnose.core.records import Event, Record
-from diagnose.core.tracebacks import starts_traceback
+from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback
 from diagnose.engines import benign_lines
 
 LAST_LINES = 5
@@ -136,8 +136,11 @@ def announces_next(text: str) -> bool:
 
 
 def exception_line(event: Event) -> Record | None:
-    """The exception line of a traceback event (its last line with text), if it is one."""
-    if not starts_traceback(event.first.text):
+    """The exception line of a traceback event (its last line with text), if it is one; a
+    frame line alone, with no header and nothing after it, is none."""
+    if not starts_traceback(event.first.text) or (
+        len(event.records) == 1 and TRACEBACK_START not in event.first.text
+    ):
         return None
     for record in reversed(event.records):
         if record.text.strip():

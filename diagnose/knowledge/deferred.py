@@ -76,14 +76,15 @@ class MessageWordsTier:
 
 class ReleaseFixChecks:
     """A finding's fix read against the release in the log: its added flags as that release
-    spells them (imported only for a finding that adds flags, on a log that shows a release),
+    spells them, and none that no release of the engine has (imported only for a finding that
+    adds flags),
     then its package change made exact: a transformers upgrade for a model type the log names
     by the first transformers release that knows it (and the running release's cap on it), any
     other change that names no version by the release's requirements (imported only for a
     finding that needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
-        if finding.patch is not None and finding.patch.args_add and engine_version is not None:
+        if finding.patch is not None and finding.patch.args_add:
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)

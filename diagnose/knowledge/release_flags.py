@@ -14,19 +14,29 @@ from diagnose.knowledge import mined
 
 
 def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
-    """``finding`` with its added flags as the release ``shown`` of ``engine`` spells them."""
+    """``finding`` with its added flags as the release ``shown`` of ``engine`` spells them; with
+    no release shown, without the flags no release of ``engine`` has (another engine's)."""
     patch = finding.patch
-    if patch is None or not patch.args_add or engine not in mined.ENGINES or shown is None:
+    if patch is None or not patch.args_add or engine not in mined.ENGINES:
         return finding
-    release = mined.nearest_version(engine, shown)
-    if release is None:
-        return finding
-    table = mined.flag_table(engine, release)
+    release = mined.nearest_version(engine, shown) if shown is not None else None
+    table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
     words, notes, upgrade_to = [], [], None
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
-        if not known.startswith("--") or table.lookup(known).outcome in ("exact", "abbreviation"):
+        if known.startswith("--") and not _of_some_release(engine, known):
+            notes.append(
+                f"`{known}` is no flag of any {mined.ENGINE_NAMES[engine]} release (another "
+                "engine's): left out."
+            )
+            continue
+        if (
+            release is None
+            or table is None
+            or not known.startswith("--")
+            or table.lookup(known).outcome in ("exact", "abbreviation")
+        ):
             words += [flag, *values]
             continue
         history = mined.flag_history(engine, known, release)
@@ -49,8 +59,9 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
                     upgrade_to = added
     if not notes:
         return finding
+    changed = patch.model_copy(update={"args_add": words})
     update: dict[str, object] = {
-        "patch": patch.model_copy(update={"args_add": words}),
+        "patch": changed if changed.model_dump(exclude_defaults=True) else None,
         "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
     }
     if upgrade_to is not None and finding.package is None:
@@ -95,6 +106,15 @@ def newer_flags(finding: Finding, engine: str | None, shown: str | None) -> Find
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
         }
+    )
+
+
+def _of_some_release(engine: str, flag: str) -> bool:
+    """Whether any mined release of ``engine`` has ``flag`` (or had it, renamed since)."""
+    known = ("exact", "abbreviation")
+    return any(
+        mined.flag_table(engine, version).lookup(flag).outcome in known
+        for version in mined.versions(engine)
     )
 
 
