@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from . import journalgen
 from .conftest import FIXTURES
 
 INCIDENT = FIXTURES / "incidents" / "qwen-122b-crashloop.journal.txt"
@@ -19,7 +23,13 @@ import atexit
 import gc
 import sys
 atexit.register(lambda: print(f"UNFROZEN_AT_EXIT={len(gc.get_objects())}", file=sys.stderr))
-from diagnose.cli import main
+from diagnose.cli import common, main
+collections = []
+freeze_imported = common.freeze_imported
+def freeze_then_count():
+    freeze_imported()
+    gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info))
+common.freeze_imported = freeze_then_count
 sys.argv = ["diagnose", *sys.argv[1:]]
 try:
     main()
@@ -29,6 +39,7 @@ print("MODULES=" + ",".join(sorted(sys.modules)), file=sys.stderr)
 loader = sys.modules.get("pydantic.plugin._loader")
 print(f"PLUGINS_LOOKED_FOR={loader is not None and loader._plugins is not None}", file=sys.stderr)
 print(f"GC_FROZEN={gc.get_freeze_count() > 0} GC_GEN0={gc.get_threshold()[0]}", file=sys.stderr)
+print(f"COLLECTIONS_AFTER_IMPORTS={len(collections)}", file=sys.stderr)
 """
 
 
@@ -118,6 +129,36 @@ def test_the_command_line_looks_for_no_pydantic_plugins(tmp_path: Path) -> None:
 def test_the_cycle_collector_leaves_what_the_start_loaded_alone(tmp_path: Path) -> None:
     result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
     assert "GC_FROZEN=True GC_GEN0=50000" in result.stderr.splitlines()
+
+
+def test_a_small_run_sets_off_no_collection_once_its_command_is_imported(tmp_path: Path) -> None:
+    """The imported modules are frozen before the library loads: its objects alone do not
+    reach the collector's threshold, which would walk everything imported (5% of the run)."""
+    args = ("file", str(INCIDENT), "--format", "json")
+    _run(tmp_path, *args)  # fills the cache
+    result = _run(tmp_path, *args)
+    assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
+
+
+@pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl",
+)
+def test_a_small_journal_run_sets_off_no_collection_once_its_command_is_imported(
+    tmp_path: Path,
+) -> None:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
+    args = ("journal", "-u", journalgen.UNIT, "--file", str(journal), "--no-gpu")
+    _run(tmp_path, *args, "--format", "json")  # fills the cache
+    result = _run(tmp_path, *args, "--format", "json")
+    assert json.loads(result.stdout)["primary"]  # the probe ran the diagnosis
+    assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
+
+
+def test_a_json_report_loads_no_drop_in_renderer(tmp_path: Path) -> None:
+    warm, _ = _modules(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert "diagnose.core.engine" in warm
+    assert "diagnose.render.common" not in warm
 
 
 def test_the_cycle_collector_does_not_walk_the_run_again_at_exit(tmp_path: Path) -> None:
