@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from diagnose.core.models import Deployment, Diagnosis, Finding, Patch
 
@@ -26,8 +26,7 @@ _DIRECTORIES = {
 """The writable directories systemd makes for a unit: in a container, an emptyDir (tmpfs)."""
 
 
-@dataclass(frozen=True)
-class Needs:
+class Needs(NamedTuple):
     """What a finding needs of its container beyond its patch."""
 
     shm: bool = False
@@ -36,8 +35,7 @@ class Needs:
     cache: str | None = None  # a writable directory for the caches
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """The container a patch is for, as far as its record is known."""
 
     container: str = "<container>"

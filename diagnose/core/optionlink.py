@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _PAIR = re.compile(r"['\"](?P<key>[a-z][a-z0-9_]*)['\"]: (?P<value>'[^']*'|True|[\w.-]+)")
@@ -60,8 +60,7 @@ _GENERIC = frozenset(
 MIN_WORD = 5
 
 
-@dataclass(frozen=True)
-class OptionLink:
+class OptionLink(NamedTuple):
     flag: str
     value: str | None
     word: str
