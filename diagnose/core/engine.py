@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
@@ -139,8 +139,7 @@ def _explains(state: _State, role: str, index: int) -> bool:
     return role == "match" or (role == "step" and index == len(state.steps) - 1)
 
 
-@dataclass(slots=True)
-class Hit:
+class Hit(NamedTuple):
     event: Event
     record: Record
     captures: dict[str, str]

@@ -14,6 +14,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import starts_traceback
@@ -165,8 +166,7 @@ class _Template:
     seq: int
 
 
-@dataclass
-class Exit:
+class Exit(NamedTuple):
     """A process exit systemd reported as a failure, with what came just before it."""
 
     records: list[Record]
@@ -177,8 +177,7 @@ class Exit:
     status: str
 
 
-@dataclass
-class Failure:
+class Failure(NamedTuple):
     """What the input shows of a failure no signature explains."""
 
     first_error: list[Record]
