@@ -6,7 +6,6 @@ as a drop-in."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from diagnose.core.models import Deployment, Diagnosis, Finding, Patch
@@ -45,13 +44,13 @@ class Target(NamedTuple):
     port: int | str = 8000
 
 
-@dataclass
 class _Forms:
-    container: dict[str, Any] = field(default_factory=dict)
-    volumes: list[dict[str, Any]] = field(default_factory=list)
-    service: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.container: dict[str, Any] = {}
+        self.volumes: list[dict[str, Any]] = []
+        self.service: dict[str, Any] = {}
+        self.flags: list[str] = []
+        self.notes: list[str] = []
 
     def mount(self, name: str, path: str, volume: dict[str, Any], service: str) -> None:
         self.container.setdefault("volumeMounts", []).append({"name": name, "mountPath": path})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -149,23 +148,25 @@ class Hit(NamedTuple):
     phase: str | None
 
 
-@dataclass
 class _AbsenceWindow:
-    start: datetime | None
-    hits: list[Hit]
+    def __init__(self, start: datetime | None, hits: list[Hit]) -> None:
+        self.start = start
+        self.hits = hits
 
 
-@dataclass
 class _State:
-    signature: Signature
-    hits: list[Hit] = field(default_factory=list)
-    extra_hits: int = 0
-    steps: list[list[Hit]] = field(default_factory=list)
-    window: _AbsenceWindow | None = None
-    fired: list[list[Hit]] = field(default_factory=list)
-    quiet_s: float = 0.0
-    context: dict[str, str] = field(default_factory=dict)
-    support: list[Hit] = field(default_factory=list)
+    """What the engine has seen of one signature."""
+
+    def __init__(self, signature: Signature) -> None:
+        self.signature = signature
+        self.hits: list[Hit] = []
+        self.extra_hits = 0
+        self.steps: list[list[Hit]] = []
+        self.window: _AbsenceWindow | None = None
+        self.fired: list[list[Hit]] = []
+        self.quiet_s = 0.0
+        self.context: dict[str, str] = {}
+        self.support: list[Hit] = []
 
 
 class Engine:

@@ -9,7 +9,6 @@ prefixed line continues the traceback of its own process.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from diagnose.core.records import Event, Record
 
@@ -28,15 +27,15 @@ MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
 
 
-@dataclass
 class _Open:
-    records: list[Record]
-    seq: int
-    key: str
-    bare: bool
-    """Continuation lines come without a prefix (SGLang, plain Python)."""
-    state: str = "frames"  # frames -> message -> blank -> chained -> frames ...
-    message_lines: int = 0
+    def __init__(self, records: list[Record], seq: int, key: str, bare: bool) -> None:
+        self.records = records
+        self.seq = seq
+        self.key = key
+        self.bare = bare
+        """Continuation lines come without a prefix (SGLang, plain Python)."""
+        self.state = "frames"  # frames -> message -> blank -> chained -> frames ...
+        self.message_lines = 0
 
 
 def starts_traceback(text: str) -> bool:
