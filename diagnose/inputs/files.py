@@ -17,7 +17,6 @@ import gzip
 import io
 import mmap
 import os
-import signal
 import stat
 import sys
 import zlib
@@ -580,6 +579,8 @@ def _work(
     sender: Any,
 ) -> None:
     """A worker process: choose the lines of each chunk it takes, and send them."""
+    import signal  # only here: a run without workers does not load it
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
     reader = _ChunkReader(descriptor)
     try:
