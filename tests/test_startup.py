@@ -18,6 +18,10 @@ from . import journalgen
 from .conftest import FIXTURES
 
 INCIDENT = FIXTURES / "incidents" / "qwen-122b-crashloop.journal.txt"
+needs_journal = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl",
+)
 PROBE = """
 import atexit
 import gc
@@ -152,19 +156,40 @@ def test_a_small_run_sets_off_no_collection_once_its_command_is_imported(tmp_pat
     assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
 
 
-@pytest.mark.skipif(
-    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
-    reason="needs systemd-journal-remote and journalctl",
-)
+def _journal_args(tmp_path: Path) -> tuple[str, ...]:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
+    return (
+        "journal",
+        "-u",
+        journalgen.UNIT,
+        "--file",
+        str(journal),
+        "--no-gpu",
+        "--format",
+        "json",
+    )
+
+
+@needs_journal
 def test_a_small_journal_run_sets_off_no_collection_once_its_command_is_imported(
     tmp_path: Path,
 ) -> None:
-    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
-    args = ("journal", "-u", journalgen.UNIT, "--file", str(journal), "--no-gpu")
-    _run(tmp_path, *args, "--format", "json")  # fills the cache
-    result = _run(tmp_path, *args, "--format", "json")
+    args = _journal_args(tmp_path)
+    _run(tmp_path, *args)  # fills the cache
+    result = _run(tmp_path, *args)
     assert json.loads(result.stdout)["primary"]  # the probe ran the diagnosis
     assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
+
+
+@needs_journal
+def test_a_journal_from_files_loads_no_gpu_snapshot_nor_unit_patching(tmp_path: Path) -> None:
+    """No snapshot of this machine's GPUs says anything of saved files, and the unit is not
+    installed here: neither is imported."""
+    args = _journal_args(tmp_path)
+    _modules(tmp_path, *args)  # fills the cache
+    warm, report = _modules(tmp_path, *args)
+    assert json.loads(report)["primary"]
+    assert not {"diagnose.inputs.gpu", "diagnose.systemd.patching", "difflib"} & warm
 
 
 def test_a_json_report_loads_no_drop_in_renderer(tmp_path: Path) -> None:
