@@ -198,6 +198,14 @@ def test_a_json_report_loads_no_drop_in_renderer(tmp_path: Path) -> None:
     assert "diagnose.render.common" not in warm
 
 
+def test_a_one_host_text_report_loads_no_table(tmp_path: Path) -> None:
+    """rich's tables are for the fleet summary only."""
+    warm, report = _modules(tmp_path, "file", str(INCIDENT))
+    assert "ROOT CAUSE" in report
+    assert "rich.console" in warm
+    assert "rich.table" not in warm
+
+
 def test_the_cycle_collector_does_not_walk_the_run_again_at_exit(tmp_path: Path) -> None:
     """What the run made is frozen before the interpreter's last collection, which would
     walk all of it (3% of a small run)."""
