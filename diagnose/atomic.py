@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -41,6 +40,8 @@ def write_bytes_atomically(path: Path, content: bytes, mode: int | None = None) 
         return
     # the temporary name is the target's with 14 bytes more: cut so that it fits in 255
     name = os.fsencode(target.name)[:_TEMPORARY_ROOM].decode("utf-8", "ignore")
+    import tempfile  # only here: a run that writes no file does not load it (nor shutil)
+
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".tmp")
     try:
         with open(descriptor, "wb") as handle:

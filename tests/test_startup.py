@@ -7,19 +7,33 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from . import journalgen
 from .conftest import FIXTURES
 
 INCIDENT = FIXTURES / "incidents" / "qwen-122b-crashloop.journal.txt"
+needs_journal = pytest.mark.skipif(
+    journalgen.journal_remote() is None or shutil.which("journalctl") is None,
+    reason="needs systemd-journal-remote and journalctl",
+)
 PROBE = """
 import atexit
 import gc
 import sys
 atexit.register(lambda: print(f"UNFROZEN_AT_EXIT={len(gc.get_objects())}", file=sys.stderr))
-from diagnose.cli import main
+from diagnose.cli import common, main
+collections = []
+freeze_imported = common.freeze_imported
+def freeze_then_count():
+    freeze_imported()
+    gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info))
+common.freeze_imported = freeze_then_count
 sys.argv = ["diagnose", *sys.argv[1:]]
 try:
     main()
@@ -27,16 +41,19 @@ except SystemExit:
     pass
 print("MODULES=" + ",".join(sorted(sys.modules)), file=sys.stderr)
 loader = sys.modules.get("pydantic.plugin._loader")
-print(f"PLUGINS_LOOKED_FOR={loader is not None and loader._plugins is not None}", file=sys.stderr)
+looked = getattr(loader, "_plugins", None) is not None
+print(f"PLUGINS_LOOKED_FOR={looked}", file=sys.stderr)
 print(f"GC_FROZEN={gc.get_freeze_count() > 0} GC_GEN0={gc.get_threshold()[0]}", file=sys.stderr)
+print(f"COLLECTIONS_AFTER_IMPORTS={len(collections)}", file=sys.stderr)
 """
 
 
 def _run(
     cache: Path, *args: str, extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache), **(extra or {})}
+    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache)}
     environment.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    environment.update(extra or {})
     return subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
@@ -110,14 +127,83 @@ def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
 
 
 def test_the_command_line_looks_for_no_pydantic_plugins(tmp_path: Path) -> None:
-    """Looking for them reads every installed package's metadata, at every start."""
+    """Looking for them reads every installed package's metadata, at every start; importing
+    the means to look (importlib.metadata, email, zipfile) is a fifteenth of a small run."""
     result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
     assert "PLUGINS_LOOKED_FOR=False" in result.stderr.splitlines()
+    modules, report = _modules(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert json.loads(report)["primary"]
+    assert not {"importlib.metadata", "email", "zipfile", "tempfile"} & modules
+
+
+def test_plugins_the_user_names_are_still_looked_for(tmp_path: Path) -> None:
+    extra = {"PYDANTIC_DISABLE_PLUGINS": "some-plugin"}
+    result = _run(tmp_path, "file", str(INCIDENT), "--format", "json", extra=extra)
+    assert "PLUGINS_LOOKED_FOR=True" in result.stderr.splitlines()
 
 
 def test_the_cycle_collector_leaves_what_the_start_loaded_alone(tmp_path: Path) -> None:
     result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
     assert "GC_FROZEN=True GC_GEN0=50000" in result.stderr.splitlines()
+
+
+def test_a_small_run_sets_off_no_collection_once_its_command_is_imported(tmp_path: Path) -> None:
+    """The imported modules are frozen before the library loads: its objects alone do not
+    reach the collector's threshold, which would walk everything imported (5% of the run)."""
+    args = ("file", str(INCIDENT), "--format", "json")
+    _run(tmp_path, *args)  # fills the cache
+    result = _run(tmp_path, *args)
+    assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
+
+
+def _journal_args(tmp_path: Path) -> tuple[str, ...]:
+    journal = journalgen.write_journal(journalgen.crashloop_entries(), tmp_path / "a.journal")
+    return (
+        "journal",
+        "-u",
+        journalgen.UNIT,
+        "--file",
+        str(journal),
+        "--no-gpu",
+        "--format",
+        "json",
+    )
+
+
+@needs_journal
+def test_a_small_journal_run_sets_off_no_collection_once_its_command_is_imported(
+    tmp_path: Path,
+) -> None:
+    args = _journal_args(tmp_path)
+    _run(tmp_path, *args)  # fills the cache
+    result = _run(tmp_path, *args)
+    assert json.loads(result.stdout)["primary"]  # the probe ran the diagnosis
+    assert "COLLECTIONS_AFTER_IMPORTS=0" in result.stderr.splitlines()
+
+
+@needs_journal
+def test_a_journal_from_files_loads_no_gpu_snapshot_nor_unit_patching(tmp_path: Path) -> None:
+    """No snapshot of this machine's GPUs says anything of saved files, and the unit is not
+    installed here: neither is imported."""
+    args = _journal_args(tmp_path)
+    _modules(tmp_path, *args)  # fills the cache
+    warm, report = _modules(tmp_path, *args)
+    assert json.loads(report)["primary"]
+    assert not {"diagnose.inputs.gpu", "diagnose.systemd.patching", "difflib"} & warm
+
+
+def test_a_json_report_loads_no_drop_in_renderer(tmp_path: Path) -> None:
+    warm, _ = _modules(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert "diagnose.core.engine" in warm
+    assert "diagnose.render.common" not in warm
+
+
+def test_a_one_host_text_report_loads_no_table(tmp_path: Path) -> None:
+    """rich's tables are for the fleet summary only."""
+    warm, report = _modules(tmp_path, "file", str(INCIDENT))
+    assert "ROOT CAUSE" in report
+    assert "rich.console" in warm
+    assert "rich.table" not in warm
 
 
 def test_the_cycle_collector_does_not_walk_the_run_again_at_exit(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ A systemd line starts an attempt only when the application spoke since the last 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from diagnose.core.records import Record
 from diagnose.core.units import NAME_CHARS
@@ -28,15 +27,15 @@ _ANY_JOB_START = re.compile(r"^(?:Started|Starting) \S")
 _RESTART_SCHEDULED = re.compile(rf"^{NAME_CHARS}\.service: Scheduled restart job\b")
 
 
-@dataclass
 class AttemptCounter:
     """Says which record begins a new start attempt."""
 
-    _invocation: str | None = None
-    _structured: bool = False
-    _app_spoke: bool = False
-    _restart_scheduled: bool = False
-    _launch_banners: set[str] = field(default_factory=set)
+    def __init__(self) -> None:
+        self._invocation: str | None = None
+        self._structured = False
+        self._app_spoke = False
+        self._restart_scheduled = False
+        self._launch_banners: set[str] = set()
 
     def begins_attempt(self, record: Record, launch_banner: str | None) -> bool:
         """Whether ``record`` begins a start attempt after the first; ``launch_banner`` is the

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from diagnose.core.launch import LaunchCommand
 from diagnose.core.models import Deployment, Diagnosis, Finding, Patch
@@ -28,8 +27,7 @@ _DIRECTORIES = {
 """The writable directories systemd makes for a unit: in a container, an emptyDir (tmpfs)."""
 
 
-@dataclass(frozen=True)
-class Needs:
+class Needs(NamedTuple):
     """What a finding needs of its container beyond its patch."""
 
     shm: bool = False
@@ -38,8 +36,7 @@ class Needs:
     cache: str | None = None  # a writable directory for the caches
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """The container a patch is for, as far as its record is known: its ``command`` and
     ``args`` (a pod's; docker's ``Entrypoint`` and ``Cmd``), ``args_key`` the one of the two
     that holds the engine's flags; ``launch``, the command the log shows, when the record
@@ -66,13 +63,13 @@ class Target:
         return command, args, self.args_key, "the container's record"
 
 
-@dataclass
 class _Forms:
-    container: dict[str, Any] = field(default_factory=dict)
-    volumes: list[dict[str, Any]] = field(default_factory=list)
-    service: dict[str, Any] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.container: dict[str, Any] = {}
+        self.volumes: list[dict[str, Any]] = []
+        self.service: dict[str, Any] = {}
+        self.flags: list[str] = []
+        self.notes: list[str] = []
 
     def mount(self, name: str, path: str, volume: dict[str, Any], service: str) -> None:
         self.container.setdefault("volumeMounts", []).append({"name": name, "mountPath": path})

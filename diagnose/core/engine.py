@@ -11,9 +11,8 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from diagnose.core import expr
 from diagnose.core.attempts import NAMED_JOB_START, AttemptCounter
@@ -114,11 +113,10 @@ ALWAYS_INTERESTING = (
 """Literals the engine itself watches: attempt boundaries, unit names, tracebacks, and the
 error words, stops and exits that tell of a failure no signature knows."""
 UNKNOWN_SIGNATURE = "unknown-failure"
-_STOP_COMMAND = re.compile(
-    r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
-)
-"""sudo's line for a person's ``systemctl stop``: who stopped the service."""
-_DEATH_NOTICE = re.compile("|".join(death_notices()))
+_STOP_COMMAND = r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
+"""sudo's line for a person's ``systemctl stop``: who stopped the service. This and the
+other patterns of lines few runs see compile when first used (``re`` caches them)."""
+_DEATH_NOTICE = "|".join(death_notices())
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _RAISED = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:Error|Exception): |\[(?i:error|critical)\])")
 """A line that is an exception as Python prints it (``ImportError: ...``), or one a log viewer
@@ -139,8 +137,7 @@ def _explains(state: _State, role: str, index: int) -> bool:
     return role == "match" or (role == "step" and index == len(state.steps) - 1)
 
 
-@dataclass(slots=True)
-class Hit:
+class Hit(NamedTuple):
     event: Event
     record: Record
     captures: dict[str, str]
@@ -150,23 +147,25 @@ class Hit:
     phase: str | None
 
 
-@dataclass
 class _AbsenceWindow:
-    start: datetime | None
-    hits: list[Hit]
+    def __init__(self, start: datetime | None, hits: list[Hit]) -> None:
+        self.start = start
+        self.hits = hits
 
 
-@dataclass
 class _State:
-    signature: Signature
-    hits: list[Hit] = field(default_factory=list)
-    extra_hits: int = 0
-    steps: list[list[Hit]] = field(default_factory=list)
-    window: _AbsenceWindow | None = None
-    fired: list[list[Hit]] = field(default_factory=list)
-    quiet_s: float = 0.0
-    context: dict[str, str] = field(default_factory=dict)
-    support: list[Hit] = field(default_factory=list)
+    """What the engine has seen of one signature."""
+
+    def __init__(self, signature: Signature) -> None:
+        self.signature = signature
+        self.hits: list[Hit] = []
+        self.extra_hits = 0
+        self.steps: list[list[Hit]] = []
+        self.window: _AbsenceWindow | None = None
+        self.fired: list[list[Hit]] = []
+        self.quiet_s = 0.0
+        self.context: dict[str, str] = {}
+        self.support: list[Hit] = []
 
 
 class Engine:
@@ -301,7 +300,7 @@ class Engine:
         if said is not None:
             self.incident.note_failure_notice(event.record_at(said.start()), attempt)
         # a death notice is one of those lines: it is looked for only where one of them is
-        if said is not None and _DEATH_NOTICE.search(text):  # after the matching:
+        if said is not None and re.search(_DEATH_NOTICE, text):  # after the matching:
             self._deaths.add(attempt)  # a kill on the same line is still judged on its own
             if self._ready_between(self._attempt_starts[attempt - 1] if attempt else -1, event.seq):
                 self.incident.died_serving.add(attempt)
@@ -344,7 +343,7 @@ class Engine:
             return
         if record.unit:
             self.unit_counts[record.unit] = self.unit_counts.get(record.unit, 0) + 1
-        stop = _STOP_COMMAND.match(record.text) if "COMMAND=" in record.text else None
+        stop = re.match(_STOP_COMMAND, record.text) if "COMMAND=" in record.text else None
         if stop:
             self._stop_user = stop.group("user")
         elif record.ts is not None and attempt not in self._stops:
@@ -1029,7 +1028,7 @@ class Engine:
                 draft.signature, draft.signature.explanation, draft.values
             )
             checks = fill_texts(draft.signature, draft.signature.next_checks, draft.values)
-        died_silently = first is not None and _DEATH_NOTICE.search(first.text) is not None
+        died_silently = first is not None and re.search(_DEATH_NOTICE, first.text) is not None
         if said_by_catch_all:
             explanation += said_by_catch_all
         elif first is not None:
@@ -1284,7 +1283,7 @@ def _record_evidence(record: Record, stamp: datetime | None, unit: str | None) -
     )
 
 
-_QUANTITY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$")
+_QUANTITY = r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?i?B|bytes)\s*$"
 _BYTES = {
     "B": 1,
     "bytes": 1,
@@ -1305,7 +1304,7 @@ def _normalise_units(captures: dict[str, str]) -> dict[str, str]:
     its unit (``512.00 MiB``) become plain numbers in the unit their name says."""
     for name, value in captures.items():
         target = next((u for suffix, u in _TARGET_UNIT.items() if name.endswith(suffix)), None)
-        quantity = _QUANTITY.match(value) if target else None
+        quantity = re.match(_QUANTITY, value) if target else None
         if quantity and target:
             size = float(quantity.group("number")) * _BYTES[quantity.group("unit")] / _BYTES[target]
             captures[name] = f"{size:.4f}".rstrip("0").rstrip(".")

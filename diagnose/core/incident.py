@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback
@@ -159,17 +159,18 @@ def raised_line(event: Event) -> Record | None:
     return None
 
 
-@dataclass
 class _Template:
-    template: str
-    count: int
-    first_line: int | None
-    first_ts: datetime | None
-    seq: int
+    def __init__(
+        self, template: str, count: int, first_line: int | None, first_ts: datetime | None, seq: int
+    ) -> None:
+        self.template = template
+        self.count = count
+        self.first_line = first_line
+        self.first_ts = first_ts
+        self.seq = seq
 
 
-@dataclass
-class Exit:
+class Exit(NamedTuple):
     """A process exit systemd reported as a failure, with what came just before it."""
 
     records: list[Record]
@@ -180,8 +181,7 @@ class Exit:
     status: str
 
 
-@dataclass
-class Failure:
+class Failure(NamedTuple):
     """What the input shows of a failure no signature explains."""
 
     first_error: list[Record]
@@ -198,34 +198,39 @@ class Failure:
     the cause is outside the input."""
 
 
-@dataclass
 class IncidentTracker:
-    recent: deque[Record] = field(default_factory=lambda: deque(maxlen=LAST_LINES))
-    first_errors: dict[int, list[Record]] = field(default_factory=dict)
-    """Per start attempt, its first error: the line, or a traceback's header and last line."""
-    first_tracebacks: dict[int, list[Record]] = field(default_factory=dict)
-    exits: list[Exit] = field(default_factory=list)
-    failed_attempts: set[int] = field(default_factory=set)
-    stopping: set[int] = field(default_factory=set)
-    """Attempts asked to stop (systemd ``Stopping``, SIGTERM): their exits are no failure."""
-    templates: dict[str, _Template] = field(default_factory=dict)
-    overflow: int = 0
-    anchored: dict[int, Record] = field(default_factory=dict)
-    """Per start attempt, its first line that holds a literal a later tier knows."""
-    died_serving: set[int] = field(default_factory=set)
-    """Attempts in which a process died after the server said it was ready (the engine's
-    death notices, a bare ``Killed``): a run-time failure, even with no exit seen."""
-    ready_seq: dict[int, int] = field(default_factory=dict)
-    """Per start attempt, the position of its ready line."""
-    serving_errors: dict[int, list[Record]] = field(default_factory=dict)
-    """Per start attempt, its first error after the ready line."""
-    failure_notices: dict[int, Record] = field(default_factory=dict)
-    """Per start attempt, its first line that says a process failed without saying why."""
-    unexplained: list[Record] = field(default_factory=list)
-    """The first line of each error template no signature matched, in the order they came,
-    with the exceptions a traceback chains before its last: what a later tier may explain."""
-    last_error_seq: int = -1
-    """The position of the latest error line (or traceback) of the input."""
+    def __init__(self) -> None:
+        self.recent: deque[Record] = deque(maxlen=LAST_LINES)
+        self.first_errors: dict[int, list[Record]] = {}
+        """Per start attempt, its first error: the line, or a traceback's header and last
+        line."""
+        self.first_tracebacks: dict[int, list[Record]] = {}
+        self.exits: list[Exit] = []
+        self.failed_attempts: set[int] = set()
+        self.stopping: set[int] = set()
+        """Attempts asked to stop (systemd ``Stopping``, SIGTERM): their exits are no
+        failure."""
+        self.templates: dict[str, _Template] = {}
+        self.overflow = 0
+        self.anchored: dict[int, Record] = {}
+        """Per start attempt, its first line that holds a literal a later tier knows."""
+        self.died_serving: set[int] = set()
+        """Attempts in which a process died after the server said it was ready (the
+        engine's death notices, a bare ``Killed``): a run-time failure, even with no exit
+        seen."""
+        self.ready_seq: dict[int, int] = {}
+        """Per start attempt, the position of its ready line."""
+        self.serving_errors: dict[int, list[Record]] = {}
+        """Per start attempt, its first error after the ready line."""
+        self.failure_notices: dict[int, Record] = {}
+        """Per start attempt, its first line that says a process failed without saying
+        why."""
+        self.unexplained: list[Record] = []
+        """The first line of each error template no signature matched, in the order they
+        came, with the exceptions a traceback chains before its last: what a later tier may
+        explain."""
+        self.last_error_seq = -1
+        """The position of the latest error line (or traceback) of the input."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from typing import NamedTuple
 
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_PAIR = re.compile(r"['\"](?P<key>[a-z][a-z0-9_]*)['\"]: (?P<value>'[^']*'|True|[\w.-]+)")
+_CAMEL = r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+"
+_PAIR = r"['\"](?P<key>[a-z][a-z0-9_]*)['\"]: (?P<value>'[^']*'|True|[\w.-]+)"
+"""Compiled when an error first needs the options read (``re`` caches them)."""
 _GENERIC = frozenset(
     (
         "enable",
@@ -60,8 +61,7 @@ _GENERIC = frozenset(
 MIN_WORD = 5
 
 
-@dataclass(frozen=True)
-class OptionLink:
+class OptionLink(NamedTuple):
     flag: str
     value: str | None
     word: str
@@ -90,7 +90,7 @@ def launch_options(command: str | None, settings: str | None) -> list[tuple[str,
         except ValueError:
             words = command.split()
         options += [(flag, value or None) for flag, value in flag_values(words)]
-    for pair in _PAIR.finditer(settings or ""):
+    for pair in re.finditer(_PAIR, settings or ""):
         value = pair.group("value").strip("'")
         flag = "--" + pair.group("key").replace("_", "-")
         options.append((flag, None if value == "True" else value))
@@ -99,7 +99,9 @@ def launch_options(command: str | None, settings: str | None) -> list[tuple[str,
 
 def words_of(text: str) -> set[str]:
     """The lower-case words of a text, camel case and snake case split."""
-    return {w.lower() for token in re.split(r"[^A-Za-z0-9]+", text) for w in _CAMEL.findall(token)}
+    return {
+        w.lower() for token in re.split(r"[^A-Za-z0-9]+", text) for w in re.findall(_CAMEL, token)
+    }
 
 
 def linked_option(error: str, options: list[tuple[str, str | None]]) -> OptionLink | None:

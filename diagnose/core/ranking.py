@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from diagnose.core import expr
 from diagnose.core.dropin import UnsafeDropin, render_dropin
@@ -45,8 +45,7 @@ def with_primary(findings: list[Finding], cause: Finding) -> list[Finding]:
     return out
 
 
-@dataclass(frozen=True)
-class VersionCheck:
+class VersionCheck(NamedTuple):
     """A signature's ``versions:`` against the version the log shows."""
 
     applies_to: str | None = None
@@ -134,7 +133,7 @@ class Draft:
     phase: str | None
     confidence: Confidence
     unit: str | None
-    versions: VersionCheck = field(default_factory=lambda: VersionCheck())
+    versions: VersionCheck = field(default_factory=VersionCheck)
 
 
 def fill_texts(signature: Signature, items: Iterable[Any], values: Mapping[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ from diagnose.core.models import (
 )
 from diagnose.core.versions import is_version
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
+_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$"  # compiled when first used
 _UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
@@ -37,7 +37,7 @@ def parse_duration(value: Any) -> float:
     """Seconds from ``300``, ``"90s"``, ``"5m"``, ``"5min"`` or ``"1h"``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    match = _DURATION.match(str(value))
+    match = re.match(_DURATION, str(value))
     if not match:
         raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 5m, 1h)")
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]

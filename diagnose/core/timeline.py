@@ -8,7 +8,6 @@ can run for days); their numbers say how many lie between.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from diagnose.core.models import AttemptTimeline, PhaseSpan
@@ -19,13 +18,13 @@ RESTART_SCHEDULED = ": Scheduled restart job"
 """systemd's line at the end of ``RestartSec=``: the attempt before it had already stopped."""
 
 
-@dataclass
 class _Attempt:
-    number: int
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    restart_scheduled: bool = False
-    phases: list[tuple[str, datetime | None]] = field(default_factory=list)
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.started_at: datetime | None = None
+        self.ended_at: datetime | None = None
+        self.restart_scheduled = False
+        self.phases: list[tuple[str, datetime | None]] = []
 
     def frozen(self) -> AttemptTimeline:
         return AttemptTimeline(
@@ -36,12 +35,12 @@ class _Attempt:
         )
 
 
-@dataclass
 class TimelineTracker:
     """Fed every observed record's attempt index, time and phase, in input order."""
 
-    _first: _Attempt | None = None
-    _recent: deque[_Attempt] = field(default_factory=lambda: deque(maxlen=MAX_ATTEMPTS - 1))
+    def __init__(self) -> None:
+        self._first: _Attempt | None = None
+        self._recent: deque[_Attempt] = deque(maxlen=MAX_ATTEMPTS - 1)
 
     def _current(self, index: int) -> _Attempt:
         current = self._recent[-1] if self._recent else self._first

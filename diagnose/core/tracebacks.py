@@ -9,7 +9,6 @@ prefixed line continues the traceback of its own process.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from diagnose.core.records import Event, Record
 
@@ -36,19 +35,28 @@ MAX_HEADLESS_MESSAGE_LINES = 5
 two, so that the output after an error is not read as part of it."""
 
 
-@dataclass
 class _Open:
-    records: list[Record]
-    seq: int
-    key: str
-    bare: bool
-    """Continuation lines come without a prefix (SGLang, plain Python)."""
-    state: str = "frames"  # frames -> message -> blank -> chained -> frames ...
-    message_lines: int = 0
-    max_message_lines: int = MAX_MESSAGE_LINES
-    headless: bool = False
-    """An exception line with no traceback: its message goes on only where a line breaks a
-    sentence off."""
+    def __init__(
+        self,
+        records: list[Record],
+        seq: int,
+        key: str,
+        bare: bool,
+        state: str = "frames",
+        max_message_lines: int = MAX_MESSAGE_LINES,
+        headless: bool = False,
+    ) -> None:
+        self.records = records
+        self.seq = seq
+        self.key = key
+        self.bare = bare
+        """Continuation lines come without a prefix (SGLang, plain Python)."""
+        self.state = state  # frames -> message -> blank -> chained -> frames ...
+        self.message_lines = 0
+        self.max_message_lines = max_message_lines
+        self.headless = headless
+        """An exception line with no traceback: its message goes on only where a line breaks
+        a sentence off."""
 
 
 def starts_traceback(text: str) -> bool:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple, Protocol
 
 PHASE_NAMES = (
     "launch",
@@ -23,8 +23,7 @@ SERVING = "serving"
 LineScope = Literal["any", "own_or_unknown", "own"]
 
 
-@dataclass(frozen=True)
-class PhaseMarkers:
+class PhaseMarkers(NamedTuple):
     """Literal texts that announce ``phase``. ``lines`` says whose lines they count on: any
     line, this engine's or a line of no known engine, or this engine's only."""
 
@@ -40,8 +39,7 @@ class PhaseMarkers:
         return engine == own
 
 
-@dataclass(frozen=True)
-class KnownLine:
+class KnownLine(NamedTuple):
     """A line the engine prints that reads otherwise than it means: ``pattern`` (a regex)
     and ``reason``, the why, for whoever reads or extends the table."""
 
@@ -114,8 +112,7 @@ class EngineProfile(Protocol):
         """The argument a bare positional word is (vLLM: the model), if any."""
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """An engine profile made of data: an executable with a ``serve`` subcommand, a Python
     package run with ``-m``, and the tables above."""
 
@@ -127,8 +124,8 @@ class Profile:
     noise: tuple[KnownLine, ...] = ()
     wrappers: tuple[KnownLine, ...] = ()
     death_notices: tuple[KnownLine, ...] = ()
-    flag_aliases: Mapping[str, str] = field(default_factory=dict)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
+    flag_aliases: Mapping[str, str] = MappingProxyType({})
+    defaults: Mapping[str, Any] = MappingProxyType({})
     executable: str | None = None
     module_prefix: str | None = None
     model_positional: bool = False

@@ -17,7 +17,6 @@ import gzip
 import io
 import mmap
 import os
-import signal
 import stat
 import sys
 import zlib
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from diagnose.core.errors import UserError
 from diagnose.core.incident import LAST_LINES
@@ -381,8 +380,7 @@ def _lines_before(
     spans.extend(reversed(found))
 
 
-@dataclass
-class _Chosen:
+class _Chosen(NamedTuple):
     """The lines one chunk gives the events, each with its number within the chunk (from 0),
     and what the next chunk and the end of the input need to know."""
 
@@ -524,8 +522,7 @@ def _chosen_in_parallel(
             worker.receiver.close()
 
 
-@dataclass
-class _Worker:
+class _Worker(NamedTuple):
     process: Any
     receiver: Any
     """Where the worker sends ``(index, chosen)`` for each chunk it took."""
@@ -582,6 +579,8 @@ def _work(
     sender: Any,
 ) -> None:
     """A worker process: choose the lines of each chunk it takes, and send them."""
+    import signal  # only here: a run without workers does not load it
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
     reader = _ChunkReader(descriptor)
     try:

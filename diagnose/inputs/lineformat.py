@@ -14,12 +14,13 @@ from datetime import datetime, timezone
 from diagnose.core.records import Record
 from diagnose.core.units import NAME_CHARS, UNIT_PREFIX, escape_unit
 
-_ANSI = re.compile(
+_ANSI = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
+"""Compiled when a line first holds an escape (``re`` caches it)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _UNPRINTABLE = re.compile(r"[\x00-\x20\x7f-\x9f]")
 
@@ -87,7 +88,7 @@ and a CI runner's UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Build
 def clean(text: str) -> str:
     """Terminal control sequences removed, carriage-return overprints resolved."""
     if "\x1b" in text or "\x9b" in text:
-        text = _ANSI.sub("", text)
+        text = re.sub(_ANSI, "", text)
     if "\r" in text:
         parts = [part for part in text.split("\r") if part]
         text = parts[-1] if parts else ""

@@ -5,9 +5,8 @@ package: it imports the tiers, and no tier imports it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from diagnose.core.models import Finding
 from diagnose.knowledge.location import builtin_anchors
@@ -16,8 +15,7 @@ if TYPE_CHECKING:
     from diagnose.core.explain import IncidentView
 
 
-@dataclass(frozen=True)
-class KnownIssueTier:
+class KnownIssueTier(NamedTuple):
     """The known-issue tier over the shipped base, imported when first asked;
     ``exclude_threads`` leaves records out by the thread they were drawn from (the accuracy
     benchmark scores each case without its own)."""
@@ -34,8 +32,7 @@ class KnownIssueTier:
         return known_issue_findings(incident, self.exclude_threads)
 
 
-@dataclass(frozen=True)
-class EngineSourceTier:
+class EngineSourceTier(NamedTuple):
     """The engine-source tier, imported when first asked. No needles: the messages it reads
     are the error lines the incident tracker keeps anyway. ``other_spellings`` is the file
     that maps each engine's flags to the other engine's (``_flags.yaml``), read only when an

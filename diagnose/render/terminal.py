@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Terminal:
+class Terminal(NamedTuple):
     """How to draw for the place the output goes: colour, width, live displays."""
 
     color: bool

@@ -13,11 +13,11 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
 from rich.padding import Padding
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from diagnose.core.models import Diagnosis, Finding, Role
@@ -41,6 +41,9 @@ from diagnose.render.common import (
     when,
     where,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 _ROLE_WORD = {Role.ROOT_CAUSE: "ROOT CAUSE", Role.SYMPTOM: "SYMPTOM", Role.ADVISORY: "ADVISORY"}
 
@@ -285,6 +288,8 @@ def _print(console: Console, parts: Sequence[RenderableType]) -> None:
 
 def _host_table(diagnosis: Diagnosis) -> Table:
     """Fleet reports: one row per host; the decisive host's report follows."""
+    from rich.table import Table  # only here: a one-host report draws no table
+
     fleet = diagnosis.fleet
     caption = (
         f"Report below: {fleet.primary_host} (clock skew allowed: {fleet.skew_tolerance_s:g} s)"

@@ -18,12 +18,10 @@ from diagnose.core.models import Deployment, Diagnosis, InputSummary
 from diagnose.core.records import Event
 from diagnose.core.signature import Signature
 from diagnose.core.units import unit_name
-from diagnose.inputs import gpu
 from diagnose.inputs import journal as source
 from diagnose.inputs.files import default_jobs
 from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import engine_for, load_library
-from diagnose.systemd.patching import earlier_fixes, patched_against_unit
 from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
 
 if TYPE_CHECKING:
@@ -277,7 +275,11 @@ def diagnose_scope(
         engine_version=options.engine_version,
     )
     live = not (options.files or options.directory)
-    pending_gpu = gpu.PendingSnapshot() if options.gpu and live else None  # runs while we read
+    pending_gpu = None
+    if options.gpu and live:
+        from diagnose.inputs import gpu  # only here: a journal from files takes no snapshot
+
+        pending_gpu = gpu.PendingSnapshot()  # runs while we read
     records = scope.records or scope.stream(journal_prefilter(engine))
     seq = 0
     for event in source.events_from_records(records):
@@ -294,25 +296,6 @@ def diagnose_scope(
             "read the journal: run with sudo, or join the systemd-journal or adm group",
         )
     notes = list(scope.notes)
-    gpu_records = 0
-    if pending_gpu is not None:
-        shot = pending_gpu.result()
-        if shot.missing:
-            notes.append(f"missing evidence: {shot.missing}")
-        for record in shot.records():
-            seq += 1
-            record.seq = seq
-            gpu_records += 1
-            engine.feed(Event([record], seq))
-    elif options.gpu:
-        notes.append(
-            "missing evidence: no GPU snapshot (the journal comes from files; this machine's "
-            "GPUs now say nothing about it)"
-        )
-    for signature_id, reason in engine.skipped.items():
-        warn(f"{signature_id}: {reason}")
-        notes.append(f"signature {signature_id} skipped: {reason}")
-    observed_until = datetime.now().astimezone() if live and not scope.attempts[-1].ended else None
     inputs = [
         InputSummary(
             kind="journal",
@@ -322,8 +305,27 @@ def diagnose_scope(
             last_ts=_stamp(scope.last_us),
         )
     ]
-    if gpu_records:
-        inputs.append(InputSummary(kind="file", name=gpu.SOURCE, records=gpu_records))
+    if pending_gpu is not None:
+        shot = pending_gpu.result()
+        if shot.missing:
+            notes.append(f"missing evidence: {shot.missing}")
+        gpu_records = 0
+        for record in shot.records():
+            seq += 1
+            record.seq = seq
+            gpu_records += 1
+            engine.feed(Event([record], seq))
+        if gpu_records:
+            inputs.append(InputSummary(kind="file", name=gpu.SOURCE, records=gpu_records))
+    elif options.gpu:
+        notes.append(
+            "missing evidence: no GPU snapshot (the journal comes from files; this machine's "
+            "GPUs now say nothing about it)"
+        )
+    for signature_id, reason in engine.skipped.items():
+        warn(f"{signature_id}: {reason}")
+        notes.append(f"signature {signature_id} skipped: {reason}")
+    observed_until = datetime.now().astimezone() if live and not scope.attempts[-1].ended else None
     diagnosis = engine.finish(observed_until=observed_until, inputs=inputs)
     config = load_config(options, query.unit)
     if config is None:
@@ -334,6 +336,8 @@ def diagnose_scope(
             )
         diagnosis = with_plan(diagnosis.model_copy(update={"unit": query.unit}))
     else:
+        from diagnose.systemd.patching import earlier_fixes, patched_against_unit
+
         notes += config.problems
         notes += config.warnings
         earlier, head = (

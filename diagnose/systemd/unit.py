@@ -20,7 +20,6 @@ Syntax (systemd.syntax(7), systemd.service(5), systemd.exec(5)):
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -774,6 +773,8 @@ def render_patch(patch: Patch, config: UnitConfig) -> RenderedPatch:
         *(f"argv: {shlex.join(g)}" for g in flag_groups(after_argv)),
         *(f"env: {k}={v}" for k, v in sorted(after_env.items())),
     ]
+    import difflib  # only here: a run with no unit to patch does not load it
+
     diff = "\n".join(difflib.unified_diff(before, after, "before", "after", lineterm="", n=0))
     comments = [
         line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")
