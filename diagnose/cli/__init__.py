@@ -9,7 +9,6 @@ import errno
 import gc
 import os
 import sys
-import types
 from typing import NoReturn
 
 from diagnose.cli import common, direct
@@ -22,8 +21,6 @@ def main() -> None:
     # The command line loads no pydantic plugins: looking for them reads the metadata of every
     # installed package at each start (set the variable yourself to choose otherwise).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    if os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__":
-        _find_no_plugins()
     # What a run allocates first (modules, classes, the library) lives until it ends: the
     # cycle collector need not walk it again and again (a tenth of a small run's time), nor
     # walk everything the run made once more as the interpreter exits (3% of a small run).
@@ -78,16 +75,6 @@ def main() -> None:
         say(f"diagnose: error: cannot write the output: {error.strerror}")
         sys.exit(ExitCode.USER_ERROR)
     sys.exit(code if isinstance(code, int) else ExitCode.OK)
-
-
-def _find_no_plugins() -> None:
-    """pydantic imports ``importlib.metadata`` to look for plugins as it builds the first
-    model, even when the variable says there are none to look for (13 ms, a fifteenth of a
-    small run): a loader that finds none stands in for its own (``get_plugins`` is all that
-    pydantic asks of it)."""
-    loader = types.ModuleType("pydantic.plugin._loader")
-    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
-    sys.modules.setdefault(loader.__name__, loader)
 
 
 def _silence_stdout() -> None:
