@@ -346,6 +346,19 @@ def mine_templates(sources: dict[str, str]) -> list[Template]:
 # --- launch flags --------------------------------------------------------------------------------
 
 
+def flag_vocabulary(tables: list[dict[str, Any]]) -> list[str]:
+    """Every long flag any release's parser defines: what a fix may name for this engine."""
+    return sorted(
+        {
+            flag
+            for table in tables
+            for option in table["options"]
+            for flag in option["flags"]
+            if flag.startswith("--")
+        }
+    )
+
+
 def run_parser_harness(
     engine: str, files: dict[str, bytes], helpers: list[pathlib.Path]
 ) -> dict[str, Any]:
@@ -634,6 +647,7 @@ def build_engine(name: str, engine: Engine, manifest: Manifest, outputs: Outputs
     rows = merge_templates(name, templates, {"engine": name})
     outputs.jsonl_gz(f"{name}/templates.jsonl.gz", rows)
     outputs.json(f"{name}/flag_changes.json", flag_changes(tables))
+    outputs.json(f"{name}/flag_vocabulary.json", flag_vocabulary(tables))
     outputs.json(f"{name}/env_vars.json", env_table(envs, rows))
     registries = {
         release.version: result[3] for release, result in zip(engine.releases, results, strict=True)

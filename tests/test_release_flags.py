@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnose.core.models import Confidence, Evidence, Finding, Patch, Role, Severity
 from diagnose.knowledge import mined
+from diagnose.knowledge.deferred import ReleaseFixChecks
 from diagnose.knowledge.release_flags import checked_flags, newer_flags
 
 
@@ -81,13 +82,26 @@ def test_a_refused_option_newer_releases_have_is_fixed_by_the_upgrade_not_by_dro
     )
     added = mined.first_release_with_flag("vllm", "--worker-extension-cls")
     assert added is not None
-    fixed = newer_flags(_removing("--worker-extension-cls", refused), "vllm", None)
+    fixed = newer_flags(
+        _removing("--worker-extension-cls", refused), "vllm", None, ["--worker-extension-cls"]
+    )
     assert fixed.patch is not None and fixed.patch.args_remove == []
     assert fixed.package is not None
     assert (fixed.package.name, fixed.package.spec) == ("vllm", f">={added}")
 
 
 def test_an_option_the_log_does_not_show_refused_is_dropped_as_the_finding_says() -> None:
+    checks = ReleaseFixChecks()
     finding = _removing("--worker-extension-cls", "RuntimeError: something else")
-    assert newer_flags(finding, "vllm", None) is finding
-    assert newer_flags(finding, "vllm", "0.34.0") is finding  # the release has it
+    assert checks(finding, "vllm", None) is finding
+    assert checks(finding, "vllm", "0.34.0") is finding  # the release has it
+    refused = (
+        "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_extension_cls'"
+    )
+    assert checks(_removing("--worker-extension-cls", refused), "vllm", None).package is not None
+    changed = _removing("--worker-extension-cls", refused).model_copy(
+        update={
+            "patch": Patch(args_remove=["--max-model-len"], args_add=["--max-model-len", "8192"])
+        }
+    )
+    assert checks(changed, "vllm", None) is changed  # a value changed, not an option dropped

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from diagnose.core.models import Finding
-from diagnose.knowledge.location import builtin_anchors
+from diagnose.knowledge.location import builtin_anchors, defined_by_some_release
 
 if TYPE_CHECKING:
     from diagnose.core.explain import IncidentView
@@ -81,14 +81,15 @@ class ReleaseFixChecks:
     finding that needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
-        if finding.patch is not None and finding.patch.args_add:
+        if finding.patch is not None and _to_check(finding.patch.args_add, engine, engine_version):
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
-        if finding.patch is not None and finding.patch.args_remove and finding.package is None:
+        refused = _refused_flags(finding, engine_version) if finding.package is None else []
+        if refused:
             from diagnose.knowledge.release_flags import newer_flags
 
-            finding = newer_flags(finding, engine, engine_version)
+            finding = newer_flags(finding, engine, engine_version, refused)
         if finding.package is not None and finding.package.name == "transformers":
             from diagnose.knowledge.requirements import model_type_fix
 
@@ -100,3 +101,34 @@ class ReleaseFixChecks:
         from diagnose.knowledge.requirements import pinned_by_release
 
         return pinned_by_release(finding, engine, engine_version)
+
+
+def _to_check(words: list[str], engine: str | None, engine_version: str | None) -> bool:
+    """Added flags to read against the release in the log, or (none shown) one that no release
+    of the engine defines: the release tables are loaded only then."""
+    if not words or engine is None:
+        return False
+    flags = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+    return engine_version is not None or any(
+        not defined_by_some_release(engine, flag) for flag in flags
+    )
+
+
+def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
+    """The flags the patch drops (not set again: that is a value changed) that the installed
+    engine lacks, by the release in the log or by the evidence (argparse's unrecognized
+    arguments, the argument class's unexpected keyword): newer releases may have them."""
+    if finding.patch is None:
+        return []
+    added = {word for word in finding.patch.args_add if word.startswith("--")}
+    said = " ".join(e.message or e.text for e in finding.evidence)
+
+    def refused(flag: str) -> bool:
+        keyword = f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
+        return keyword in said or ("unrecognized arguments" in said and flag in said)
+
+    return [
+        flag
+        for flag in finding.patch.args_remove
+        if flag not in added and (engine_version is not None or refused(flag))
+    ]

@@ -30,3 +30,21 @@ def builtin_anchors() -> frozenset[str]:
     if not path.is_file():
         return frozenset()
     return frozenset(json.loads(path.read_text(encoding="utf-8")))
+
+
+@cache
+def flag_vocabulary(engine: str) -> frozenset[str]:
+    """Every long flag any mined release of ``engine`` defines (empty when none was mined):
+    read without the release tables, for a fix whose release is not known."""
+    path = knowledge_dir() / "mined" / engine / "flag_vocabulary.json"
+    if not path.is_file():
+        return frozenset()
+    return frozenset(json.loads(path.read_text(encoding="utf-8")))
+
+
+def defined_by_some_release(engine: str, flag: str) -> bool:
+    """Whether some mined release of ``engine`` defines ``flag`` (SGLang's parser reads only
+    dashes, vLLM's reads ``_`` as ``-``); True where nothing was mined for ``engine``."""
+    vocabulary = flag_vocabulary(engine)
+    dashed = "--" + flag[2:].replace("_", "-")
+    return not vocabulary or flag in vocabulary or (engine == "vllm" and dashed in vocabulary)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from diagnose.core.models import Finding, PackageAction
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
+from diagnose.knowledge.location import defined_by_some_release
 
 
 def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
@@ -25,7 +26,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     words, notes, upgrade_to = [], [], None
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
-        if known.startswith("--") and not _of_some_release(engine, known):
+        if known.startswith("--") and not defined_by_some_release(engine, known):
             notes.append(
                 f"`{known}` is no flag of any {mined.ENGINE_NAMES[engine]} release (another "
                 "engine's): left out."
@@ -69,23 +70,23 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     return finding.model_copy(update=update)
 
 
-def newer_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
-    """``finding`` that drops flags the installed release lacks and newer releases have, with
-    the upgrade that brings them instead: the option is what the launcher, config file or
-    documentation in use was written for. The installed release lacks a flag when the log shows
-    that release, or when the evidence itself says the option was refused."""
+def newer_flags(
+    finding: Finding, engine: str | None, shown: str | None, refused: list[str]
+) -> Finding:
+    """``finding`` that drops ``refused`` flags (the log's release lacks them, or the evidence
+    shows the engine refusing them), where newer releases have them: the upgrade that brings
+    them instead, since the option is what the launcher, config file or documentation in use
+    was written for."""
     patch = finding.patch
     if patch is None or not patch.args_remove or finding.package is not None:
         return finding
     if engine not in mined.ENGINES:
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
-    said = " ".join(e.message or e.text for e in finding.evidence)
     upgrade_to, kept = None, []
-    for flag in patch.args_remove:
+    for flag in refused:
         added = mined.first_release_with_flag(engine, flag)
-        refused = release is not None or f"'{flag[2:].replace('-', '_')}'" in said
-        if added is None or added == mined.versions(engine)[0] or not refused:
+        if added is None or added == mined.versions(engine)[0]:
             kept.append(flag)
         elif release is None or not at_least(release, added):
             upgrade_to = added if upgrade_to is None or at_least(added, upgrade_to) else upgrade_to
@@ -94,7 +95,7 @@ def newer_flags(finding: Finding, engine: str | None, shown: str | None) -> Find
     if upgrade_to is None:
         return finding
     name = mined.ENGINE_NAMES[engine]
-    dropped = [f for f in patch.args_remove if f not in kept]
+    dropped = [f for f in refused if f not in kept]
     note = (
         f"{', '.join(f'`{f}`' for f in dropped)} came with {name} {upgrade_to} and is there in "
         f"every release since: the installed {name} is older than what passes it. Upgrade, or "
@@ -102,19 +103,12 @@ def newer_flags(finding: Finding, engine: str | None, shown: str | None) -> Find
     )
     return finding.model_copy(
         update={
-            "patch": patch.model_copy(update={"args_remove": kept}),
+            "patch": patch.model_copy(
+                update={"args_remove": [f for f in patch.args_remove if f not in dropped]}
+            ),
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
         }
-    )
-
-
-def _of_some_release(engine: str, flag: str) -> bool:
-    """Whether any mined release of ``engine`` has ``flag`` (or had it, renamed since)."""
-    known = ("exact", "abbreviation")
-    return any(
-        mined.flag_table(engine, version).lookup(flag).outcome in known
-        for version in mined.versions(engine)
     )
 
 
