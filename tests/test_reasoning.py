@@ -451,3 +451,27 @@ def test_the_wrapper_gives_way_to_an_error_before_it_that_no_signature_knows() -
     assert cause is not None and cause.signature == "unknown-failure"
     assert "initialised twice" in cause.explanation
     assert "vllm-engine-core-failed-wrapper" not in {f.signature for f in diagnosis.findings}
+
+
+def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_build() -> None:
+    """An assertion raised in the engine's own frame, pasted without its traceback's header:
+    a bug of the build (a newer one is the fix to try); raised in a library's frame, no."""
+    from diagnose.core.changes import package_line
+
+    own = (
+        '  File "/opt/sglang/python/sglang/srt/speculative/eagle_worker.py", line 301, in draft\n'
+        "    assert spec_info.topk_index.shape[0] == bs\n"
+        "AssertionError: draft batch 8 does not match 16\n"
+    )
+    cause = primary(run_text(own))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("sglang", "upgrade")
+    assert "bug of this sglang build" in cause.explanation
+    assert "pip install -U 'sglang'" in (package_line(cause) or "")
+    library = (
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9, in f\n'
+        "    assert x\n"
+        "AssertionError: shapes differ\n"
+    )
+    other = primary(run_text(library))
+    assert other is not None and other.package is None

@@ -143,9 +143,11 @@ def package_line(finding: Finding) -> str | None:
     package = finding.package
     if package is None:
         return None
+    # with no version, only -U moves an installed package: plain `pip install` keeps it
+    upgrade = "-U " if package.action == "upgrade" and not package.spec.strip() else ""
     return (
         f"{package.action} {package.name}{package.spec}: "
-        f"pip install '{package.name}{package.spec}' in the server's environment"
+        f"pip install {upgrade}'{package.name}{package.spec}' in the server's environment"
     )
 
 
