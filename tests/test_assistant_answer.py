@@ -114,6 +114,28 @@ def test_flags_are_rewritten_to_the_releases_spelling_or_left_out() -> None:
     assert "--no-such-thing-at-all" in (checked.finding.patch_note or "")
 
 
+def test_a_flag_the_log_itself_names_stays_whatever_the_tables_say() -> None:
+    """A release newer than the mined ones can bring back a flag an older one removed: where
+    the engine's own output advises it, the running release has it."""
+    advised = Digest(
+        "# diagnose digest\n...",
+        {
+            4: "To work around this error, add --disable-piecewise-cuda-graph to your launch command."
+        },
+        "server.log",
+    )
+    newest = Release("sglang", None)
+    fix = answer(args_add=["--disable-piecewise-cuda-graph"])
+    checked = check_answer(fix, advised, newest, "m", "f2")
+    assert checked.finding is not None and checked.finding.patch is not None
+    assert checked.finding.patch.args_add == ["--disable-piecewise-cuda-graph"]
+    unadvised = check_answer(fix, DIGEST, newest, "m", "f2")
+    assert unadvised.finding is not None
+    assert unadvised.finding.patch is None or unadvised.finding.patch.args_add != [
+        "--disable-piecewise-cuda-graph"
+    ]
+
+
 def test_a_value_preflight_refuses_is_left_out() -> None:
     checked = check_answer(answer(args_add=["--dtype", "float99"]), DIGEST, SGLANG, "m", "f2")
     assert checked.finding is not None and checked.finding.patch is None

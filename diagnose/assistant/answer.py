@@ -27,7 +27,7 @@ from diagnose.core.models import (
     empty_list,
 )
 from diagnose.knowledge import mined
-from diagnose.knowledge.release_flags import checked_flags, flag_settings
+from diagnose.knowledge.release_flags import checked_flags, flag_settings, flags_named_in
 
 MAX_ANSWER_CHARS = 32_000
 """A longer message is not read (a model that rambles, or a server that sends junk)."""
@@ -206,7 +206,7 @@ def check_answer(
         notes.append("No evidence line stands: confidence lowered to low.")
         confidence = Confidence.LOW
     fix = answer.fix or AnswerFix()
-    patch, package = _checked_fix(fix, release, notes)
+    patch, package = _checked_fix(fix, release, notes, flags_named_in(digest.lines.values()))
     cause = " ".join(answer.cause.split())
     first, _, rest = cause.partition(". ")
     title = _clean(first)[:160]
@@ -239,11 +239,12 @@ def _clean(text: str) -> str:
 
 
 def _checked_fix(
-    fix: AnswerFix, release: Release, notes: list[str]
+    fix: AnswerFix, release: Release, notes: list[str], in_log: frozenset[str] = frozenset()
 ) -> tuple[Patch | None, PackageAction | None]:
-    """The fix with flags and variables the release does not know rewritten or dropped, unit
-    settings outside systemd's sections dropped, and what preflight refuses dropped."""
-    args_add = _checked_flags(fix.args_add, release, notes)
+    """The fix with flags and variables the release does not know rewritten or dropped (not
+    the flags the log names), unit settings outside systemd's sections dropped, and what
+    preflight refuses dropped."""
+    args_add = _checked_flags(fix.args_add, release, notes, in_log)
     env_set = {}
     for written, value in fix.env_set.items():
         name = _checked_env(written, release, notes)
@@ -257,7 +258,7 @@ def _checked_fix(
         else:
             notes.append(f"Unit setting {key!r} is not Section.Key of a unit: dropped.")
     args_remove = [word for word in fix.args_remove if word and not _CONTROL.search(word)]
-    args_add = _passing_preflight(args_add, env_set, release, notes)
+    args_add = _passing_preflight(args_add, env_set, release, notes, in_log)
     patch = Patch(
         env_set=env_set,
         env_unset=env_unset,
@@ -310,9 +311,11 @@ def _specifier(package: AnswerPackage) -> str | None:
         return None
 
 
-def _checked_flags(words: list[str], release: Release, notes: list[str]) -> list[str]:
+def _checked_flags(
+    words: list[str], release: Release, notes: list[str], in_log: frozenset[str]
+) -> list[str]:
     """Each added flag as the release spells it: unknown ones rewritten to the closest real
-    spelling, or dropped (with their values) when there is none."""
+    spelling, or dropped (with their values) when there is none; a flag the log names stays."""
     words = [w for w in words if w and not _CONTROL.search(w)]
     if release.table is None or release.engine is None:
         return words
@@ -321,7 +324,11 @@ def _checked_flags(words: list[str], release: Release, notes: list[str]) -> list
     kept: list[str] = []
     for flag, values in flag_settings(words):
         written, equals, inline = flag.partition("=")
-        if not written.startswith("--") or table.lookup(written).outcome == "exact":
+        if (
+            not written.startswith("--")
+            or written in in_log
+            or table.lookup(written).outcome == "exact"
+        ):
             kept += [flag, *values]
             continue
         if mined.flag_history(release.engine, written, release.table) is not None:
@@ -357,10 +364,14 @@ def _checked_env(name: str, release: Release, notes: list[str]) -> str | None:
 
 
 def _passing_preflight(
-    words: list[str], environment: dict[str, str], release: Release, notes: list[str]
+    words: list[str],
+    environment: dict[str, str],
+    release: Release,
+    notes: list[str],
+    in_log: frozenset[str],
 ) -> list[str]:
     """The added flags less those preflight's reading of the release refuses (a value not
-    among a flag's choices, an ambiguous abbreviation)."""
+    among a flag's choices, an ambiguous abbreviation), but for a flag the log names."""
     if release.engine is None or release.table is None or not words:
         return words
     from diagnose.preflight.flags import EngineVersion, problems
@@ -376,7 +387,8 @@ def _passing_preflight(
     }
     kept: list[str] = []
     for flag, values in flag_settings(words):
-        if flag.partition("=")[0] in refused or flag in refused:
+        written = flag.partition("=")[0]
+        if written not in in_log and (written in refused or flag in refused):
             notes.append(f"preflight refuses `{' '.join([flag, *values])}`: left out.")
             continue
         kept += [flag, *values]

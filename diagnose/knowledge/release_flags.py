@@ -8,6 +8,9 @@ Nothing changes when the log shows no release: the installed one is then unknown
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from diagnose.core.models import Finding, PackageAction
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
@@ -23,9 +26,13 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     release = mined.nearest_version(engine, shown) if shown is not None else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
+    in_log = flags_named_in(e.message or e.text for e in finding.evidence)
     words, notes, upgrade_to = [], [], None
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
+        if known in in_log:  # the running engine's own output names it: it has it
+            words += [flag, *values]
+            continue
         if known.startswith("--") and not defined_by_some_release(engine, known):
             notes.append(
                 f"`{known}` is no flag of any {mined.ENGINE_NAMES[engine]} release (another "
@@ -109,6 +116,21 @@ def newer_flags(
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
         }
+    )
+
+
+_LOG_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*[a-z0-9]")
+_REFUSAL = re.compile(
+    r"unrecognized arguments|invalid choice|ambiguous option|unexpected keyword|no such option"
+)
+
+
+def flags_named_in(lines: Iterable[str]) -> frozenset[str]:
+    """The flags log lines name outside a refusal of them (the engine's printed command, its
+    own advice): the running release has them, whatever the mined tables of other releases
+    say."""
+    return frozenset(
+        flag for line in lines if not _REFUSAL.search(line) for flag in _LOG_FLAG.findall(line)
     )
 
 
