@@ -64,7 +64,9 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
                 )
                 + f"; every {name} release since "
                 f"{since} asks for {newest.package} {floor} or newer within one major version "
-                f"(the newest asks {newest.spec}), so install at least that."
+                f"(the newest asks {newest.spec}), so install at least that; where the "
+                f"installed {newest.package} is newer already, it is the other package of the "
+                "pair to align."
             )
             return finding.model_copy(
                 update={

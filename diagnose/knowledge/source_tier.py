@@ -647,12 +647,12 @@ def derive_fix(
         )
     elif later is not None:
         fix.package = later
+        first_without = " is the first mined one without this message" if raised_until else ""
         fix.sentences.append(
             f"The message says {context.name} does not support this *yet*: the support is "
-            f"planned, and a newer release ({later.spec}; the mined releases before it still "
-            "raise this message) may have it. Upgrade, and read "
-            "the newer releases' notes for it; where the newest still refuses it, change the "
-            "option or model that asks for it."
+            f"planned, and a newer release ({later.spec}{first_without}) may have it. Upgrade, "
+            "and read the newer releases' notes for it; where the newest still refuses it, "
+            "change the option or model that asks for it."
         )
     elif not fix.notes:
         fix.notes.append(
