@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -225,11 +226,19 @@ def test_flags_are_written_from_the_logs_command_when_there_is_no_record() -> No
     assert json.loads(as_json.stdout) == patch
     compose = run(["file", str(KV_TOO_SMALL), "--deployment", "docker", "-f", "json"])
     primary = json.loads(compose.stdout)["findings"][0]["patch"]
-    service = primary["compose"]["services"]["<service>"]
+    service = primary["compose"]["services"]["SERVICE"]  # the name the user fills in
     assert service["entrypoint"] == ["vllm", "serve"] and service["command"] == container["args"]
-    assert_valid_compose({"services": {"vllm": service}})  # the name the user fills in
+    assert_valid_compose(primary["compose"])
     assert primary["docker_run"][:2] == ["--entrypoint=vllm", "<image>"]
     assert "vLLM's non-default args" in primary["context_note"]
+    assert "replace SERVICE with the name of the server's service" in primary["context_note"]
+
+
+def test_a_named_service_is_the_compose_key_and_needs_no_note() -> None:
+    service = Deployment(kind="docker", container="vllm")
+    done = in_context(_finding(Patch(env_set={"X": "1"})), service, Target()).patch
+    assert done is not None and done.compose == {"services": {"vllm": {"environment": {"X": "1"}}}}
+    assert done.context_note is None
 
 
 def test_flags_inside_a_shell_string_are_said_not_edited() -> None:
@@ -562,8 +571,8 @@ def test_every_fix_of_the_container_cases_validates_in_both_forms() -> None:
             continue
         log = LogInput.from_text(case["log"], name=path.stem)
         diagnosis = diagnose_logs([log], [], None, lambda _: None)
-        for kind in ("kubernetes", "docker"):
-            done = contextualize(diagnosis, Deployment(kind=kind, container="vllm"))  # type: ignore[arg-type]
+        for kind in ("kubernetes", "docker"):  # no container nor service named: placeholders
+            done = contextualize(diagnosis, Deployment(kind=kind))  # type: ignore[arg-type]
             for finding in done.findings:
                 patch = finding.patch
                 if patch is not None and patch.kubernetes is not None:
@@ -744,6 +753,45 @@ def test_pod_text_is_redacted_and_cleaned(tmp_path: Path) -> None:
         assert "hf_abcdefghij" not in out and "hf_zyxwvut" not in out
         assert "\x1b" not in out
     assert "<redacted:" in run(["k8s", "--from", str(saved), "-f", "json"]).stdout
+
+
+# -- the fix in reports --------------------------------------------------------------------
+
+CRASHLOOP = REPO / "fixtures" / "incidents" / "qwen-122b-crashloop.journal.txt"
+"""A systemd log whose fix the report would also merge into a unit drop-in."""
+KUBERNETES_FORM = "the Kubernetes patch"
+DOCKER_FORMS = "the Compose override or the docker run options"
+
+
+@pytest.mark.parametrize(
+    ("args", "form"),
+    [
+        (["file", "--deployment", "kubernetes", str(CRASHLOOP)], KUBERNETES_FORM),
+        (["file", "--deployment", "docker", str(CRASHLOOP)], DOCKER_FORMS),
+        (["k8s", "--from", str(AIBRIX)], KUBERNETES_FORM),
+        (["docker", "--from", str(DOCKER_18)], DOCKER_FORMS),
+    ],
+)
+def test_a_containers_fix_speaks_of_its_form_never_of_a_drop_in(args: list[str], form: str) -> None:
+    for fmt in ("text", "markdown", "html"):
+        out = run([*args, "-f", fmt]).stdout
+        assert "drop-in" not in out and "systemctl" not in out, fmt
+        if fmt == "text":
+            assert f"(in the container's form below: {form})" in " ".join(out.split())
+
+
+def test_docker_run_options_print_whole_on_their_own_line(tmp_path: Path) -> None:
+    (tmp_path / "inspect.json").write_text(
+        (DOCKER_2010 / "vllm-entrypoint.inspect.json").read_text()
+    )
+    (tmp_path / "logs.txt").write_text(KV_TOO_SMALL.read_text())
+    options = "--entrypoint=vllm <image> serve /models/llama --tensor-parallel-size 2 --max-model-len 56896"  # fmt: skip
+    text = run(["docker", "--from", str(tmp_path)]).stdout.splitlines()
+    assert text[text.index(options) - 1] == "  With `docker run`, these options:"
+    markdown = run(["docker", "--from", str(tmp_path), "-f", "markdown"]).stdout
+    assert f"With `docker run`, these options:\n\n```\n{options}\n```\n" in markdown
+    html = run(["docker", "--from", str(tmp_path), "-f", "html"]).stdout
+    assert f'<pre class="commands">{escape(options)}</pre>' in html
 
 
 # -- postmortems ----------------------------------------------------------------------------

@@ -19,6 +19,9 @@ SHM_SIGNATURES = frozenset({"nccl-shm-too-small", "container-shm-default"})
 SHM_WORKAROUNDS = frozenset({"NCCL_SHM_DISABLE", "RAY_OBJECT_STORE_ALLOW_SLOW_STORAGE"})
 """Variables that only work around a small /dev/shm: not set where it is made larger."""
 PROBE_PERIOD_S = 10
+SERVICE_PLACEHOLDER = "SERVICE"
+"""The Compose service key when the input does not name the service: a name the Compose
+schema accepts (``<service>`` it does not), which the context note says to replace."""
 _DIRECTORIES = {
     "Service.CacheDirectory": ("/var/cache", "cache-directory"),
     "Service.StateDirectory": ("/var/lib", "state-directory"),
@@ -242,9 +245,14 @@ def in_context(
         if kubernetes is None and not notes:
             notes.append("nothing of this fix applies to a pod")
     else:
-        service = deployment.container or "<service>"
+        service = deployment.container or SERVICE_PLACEHOLDER
         update = {"compose": compose_override(forms, service), "docker_run": forms.flags}
         notes = forms.notes
+        if update["compose"] is not None and deployment.container is None:
+            notes.append(
+                f"replace {SERVICE_PLACEHOLDER} with the name of the server's service in "
+                "compose.yaml"
+            )
         if update["compose"] is None and not notes:
             notes.append("nothing of this fix applies to a container")
     update["context_note"] = "; ".join(dict.fromkeys(notes)) or None

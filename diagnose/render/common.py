@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from datetime import datetime
+from typing import NamedTuple
 
 from diagnose.core.changes import package_line
 from diagnose.core.models import Diagnosis, Evidence, Finding, Patch
@@ -335,15 +336,27 @@ def deployment_sentence(diagnosis: Diagnosis) -> str:
     return f"Deployment: {what}{said}"
 
 
-def context_fix(
-    finding: Finding, diagnosis: Diagnosis
-) -> tuple[str, str | None, list[str], list[str]]:
-    """A finding's fix in its deployment's form: a heading, the text to save (YAML, or None),
-    the commands that apply it, and what to say beside it; empty for systemd and unknown."""
+DOCKER_RUN_WORDS = "With `docker run`, these options:"
+"""What stands before a container fix's ``docker run`` options."""
+
+
+class ContextFix(NamedTuple):
+    """A finding's fix in its deployment's form, as reports show it."""
+
+    heading: str
+    saved: str | None  # the text to save (YAML)
+    commands: list[str]  # the commands that apply it
+    said: list[str]  # what to say beside it
+    docker_run: str | None  # the docker run options, printed whole like a command
+    forms: str  # what the fix is written as, in words
+
+
+def context_fix(finding: Finding, diagnosis: Diagnosis) -> ContextFix | None:
+    """A finding's fix in its deployment's form; None for systemd and unknown."""
     patch = finding.patch
     deployment = diagnosis.deployment
     if patch is None or deployment.kind not in ("docker", "kubernetes"):
-        return "", None, [], []
+        return None
     import yaml  # only here: a report without a container fix never loads it
 
     said = [patch.context_note] if patch.context_note else []
@@ -360,9 +373,13 @@ def context_fix(
         )
         if text and deployment.workload is None and deployment.name:
             said.append("a bare pod's spec cannot be changed: apply this to its manifest")
-        return f"Kubernetes patch for {workload} (fix.yaml)", text, commands, said
+        heading = f"Kubernetes patch for {workload} (fix.yaml)"
+        forms = "the Kubernetes patch" if text else ""
+        return ContextFix(heading, text, commands, said, None, forms)
     text = yaml.safe_dump(patch.compose, sort_keys=False) if patch.compose else None
-    if patch.docker_run:
-        said.append("with docker run: " + " ".join(patch.docker_run))
+    docker_run = " ".join(patch.docker_run) if patch.docker_run else None
     commands = ["docker compose -f compose.yaml -f compose.override.yaml up -d"] if text else []
-    return "Compose override (compose.override.yaml)", text, commands, said
+    written = (("the Compose override", text), ("the docker run options", docker_run))
+    forms = " or ".join(form for form, present in written if present)
+    heading = "Compose override (compose.override.yaml)"
+    return ContextFix(heading, text, commands, said, docker_run, forms)

@@ -12,6 +12,7 @@ from html import escape
 
 from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
+    DOCKER_RUN_WORDS,
     PHASE_WORDS,
     TIER_WORDS,
     action_lines,
@@ -303,15 +304,18 @@ def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
             + "".join(f"<li>Alternative: {_text(a)}</li>" for a in finding.alternatives)
             + "</ul>"
         )
-    heading, saved, context_commands, context_said = context_fix(finding, diagnosis)
-    if heading:
-        out.append(f"<h3>{_text(heading)}</h3>")
-        if context_said:
-            out.append("<ul>" + "".join(f"<li>{_text(s)}</li>" for s in context_said) + "</ul>")
-        if saved:
-            out.append(f'<pre class="dropin">{escape(saved.rstrip())}</pre>')
-        if context_commands:
-            out.append(f'<pre class="commands">{escape(chr(10).join(context_commands))}</pre>')
+    contextual = context_fix(finding, diagnosis)
+    if contextual is not None:
+        out.append(f"<h3>{_text(contextual.heading)}</h3>")
+        if contextual.said:
+            out.append("<ul>" + "".join(f"<li>{_text(s)}</li>" for s in contextual.said) + "</ul>")
+        if contextual.saved:
+            out.append(f'<pre class="dropin">{escape(contextual.saved.rstrip())}</pre>')
+        if contextual.commands:
+            out.append(f'<pre class="commands">{escape(chr(10).join(contextual.commands))}</pre>')
+        if contextual.docker_run:
+            out.append(f"<p>{_text(DOCKER_RUN_WORDS)}</p>")
+            out.append(f'<pre class="commands">{escape(contextual.docker_run)}</pre>')
     dropin, said, commands = unit_fix_lines(diagnosis)
     if dropin is not None or said:
         out.append(f"<h3>The one drop-in for {_text(diagnosis.unit or 'the unit')}</h3>")

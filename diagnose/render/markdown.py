@@ -14,6 +14,7 @@ from datetime import datetime
 
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
+    DOCKER_RUN_WORDS,
     PHASE_WORDS,
     action_lines,
     context_fix,
@@ -296,14 +297,16 @@ def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
     out += [f"- Alternative: {inline(text)}" for text in finding.alternatives]
     if finding.alternatives:
         out.append("")
-    heading, saved, commands, said = context_fix(finding, diagnosis)
-    if heading:
-        out += [f"### {inline(heading)}", ""]
-        out += [f"- {inline(line)}" for line in said] + ([""] if said else [])
-        if saved:
-            out += [fenced(saved, "yaml"), ""]
-        if commands:
-            out += [fenced("\n".join(commands), "sh"), ""]
+    contextual = context_fix(finding, diagnosis)
+    if contextual is not None:
+        out += [f"### {inline(contextual.heading)}", ""]
+        out += [f"- {inline(line)}" for line in contextual.said] + ([""] if contextual.said else [])
+        if contextual.saved:
+            out += [fenced(contextual.saved, "yaml"), ""]
+        if contextual.commands:
+            out += [fenced("\n".join(contextual.commands), "sh"), ""]
+        if contextual.docker_run:
+            out += [DOCKER_RUN_WORDS, "", fenced(contextual.docker_run), ""]
     dropin, said, commands = unit_fix_lines(diagnosis)
     if dropin is not None or said:
         out += [f"### The one drop-in for {inline(diagnosis.unit or 'the unit')}", ""]

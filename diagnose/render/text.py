@@ -2,10 +2,11 @@
 
 Prose is wrapped to the width here, at spaces, never inside a command: a code span, a
 ``pip install '...'``, a command in parentheses stays whole on one line (alone on it when it
-is longer than the width). What a reader copies (the drop-in, the commands to run, the
-commands of the next checks, the links) is printed as plain lines of their own, never boxed,
-wrapped or cut, whatever the width: a terminal folds a long line for display but copies it
-whole. The drop-in and the commands stand at the left margin.
+is longer than the width). What a reader copies (the drop-in or a container's patch, the
+commands to run, the docker run options, the commands of the next checks, the links) is
+printed as plain lines of their own, never boxed, wrapped or cut, whatever the width: a
+terminal folds a long line for display but copies it whole. The drop-in and the commands
+stand at the left margin.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.text import Text
 
 from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
+    DOCKER_RUN_WORDS,
     PHASE_WORDS,
     SEVERITY_STYLE,
     action_lines,
@@ -229,7 +231,7 @@ def _finding(
         if finding.patch_note or not actions:
             note = finding.patch_note or "No configuration change fixes this."
             parts += _prose(note, width)
-    elif diagnosis.fix is not None and diagnosis.fix.dropin:
+    elif in_unit(diagnosis) and diagnosis.fix is not None and diagnosis.fix.dropin:
         parts += [line for change in patch_lines(finding.patch) for line in _prose(change, width)]
         merged = any(change.finding == finding.id for change in diagnosis.fix.changes)
         said = "in the unit's one drop-in" if merged else "not in the unit's drop-in: see why"
@@ -237,15 +239,23 @@ def _finding(
     else:
         changes = patch_lines(finding.patch, in_unit(diagnosis))
         parts += [line for change in changes for line in _prose(change, width)]
+    contextual = context_fix(finding, diagnosis)
+    if contextual is not None and contextual.forms:
+        said = f"(in the container's form below: {contextual.forms})"
+        parts += _prose(said, width, style="dim")
     if finding.patch is not None and finding.patch_note:
         parts += _prose(finding.patch_note, width, style="dim")
-    heading, saved, commands, beside = context_fix(finding, diagnosis)
-    if heading:
-        parts += [Text(""), _heading(heading)]
-        parts += [line for words in beside for line in _prose(words, width, style="yellow")]
-        if saved:
-            parts += [Verbatim(line, style="green") for line in saved.rstrip("\n").split("\n")]
-        parts += [Verbatim(command, style="bold") for command in commands]
+    if contextual is not None:
+        parts += [Text(""), _heading(contextual.heading)]
+        for words in contextual.said:
+            parts += _prose(words, width, style="yellow")
+        if contextual.saved:
+            saved = contextual.saved.rstrip("\n").split("\n")
+            parts += [Verbatim(line, style="green") for line in saved]
+        parts += [Verbatim(command, style="bold") for command in contextual.commands]
+        if contextual.docker_run:
+            parts += _prose(DOCKER_RUN_WORDS, width, style="dim")
+            parts.append(Verbatim(contextual.docker_run, style="bold"))
     for alternative in finding.alternatives:
         parts += _prose(alternative, width, 2, "or: ")
     if finding.next_checks:
