@@ -238,3 +238,13 @@ def test_the_readme_shows_the_report_it_describes() -> None:
     printed = _diagnose("file", "fixtures/incidents/oom-cuda-graph.log", COLUMNS="100")
     assert printed.returncode == 1
     assert printed.stdout.rstrip("\n") == shown
+
+
+def test_a_command_taken_out_of_its_parentheses_leaves_no_bracket_open() -> None:
+    from diagnose.render.text import _check
+
+    check = "`df -h /dev/shm` inside the container (`docker exec CONTAINER df -h /dev/shm`)."
+    lines = [line.plain.strip() for line in _check(check, 80)]
+    assert "docker exec CONTAINER df -h /dev/shm" in lines
+    assert not any(line.endswith("(") or line.startswith(")") for line in lines)
+    assert "inside the container" in lines

@@ -138,10 +138,16 @@ def _check(check: str, width: int) -> list[Verbatim]:
     out: list[Verbatim] = []
     last = 0
     for match in copied_commands(check):
-        before = _said(check[last : match.start()], width, first=not out)
+        said, end = check[last : match.start()], match.end()
+        after = check[end:]
+        if said.rstrip().endswith("(") and after.lstrip().startswith(")"):
+            # a command in parentheses leaves its sentence with them: no bracket stays open
+            said = said.rstrip()[:-1]
+            end += len(after) - len(after.lstrip()) + 1
+        before = _said(said, width, first=not out)
         indent = "      " if out or before else "  - "  # a check that starts with it
         out += [*before, Verbatim(indent + match.group("command"))]
-        last = match.end()
+        last = end
     out += _said(check[last:], width, first=not out)
     return out
 
