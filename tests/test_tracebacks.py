@@ -234,3 +234,19 @@ def test_event_maps_text_offsets_back_to_records() -> None:
     event = events[0]
     assert event.record_at(event.text.index("ValueError")).line == 3
     assert event.record_at(0).line == 1
+
+
+def test_the_tiers_read_a_wrapped_message_whole() -> None:
+    """The lines a page wrapped one exception over are one message for the later tiers, which
+    match it against whole templates."""
+    from diagnose.inputs.pipeline import run_logs
+    from diagnose.library import engine_for
+    from tests.conftest import builtin_library
+
+    engine = engine_for(builtin_library())
+    text = (
+        "ValueError: NvFp4 MoE backend 'FLASHINFER_CUTLASS' does not support the\n"
+        "deployment configuration since kernel does not support current device.\n"
+    )
+    run_logs(engine, [LogInput.from_text(text, "wrapped.log")])
+    assert list(engine.incident.wrapped.values()) == [" ".join(text.split("\n")).strip()]

@@ -764,7 +764,7 @@ class Engine:
 
         candidates = tuple(
             Candidate(
-                text=record.text,
+                text=self.incident.wrapped.get(record.seq, record.text),
                 evidence=_record_evidence(record, record.ts, unit),
                 phase=self._phase_at(record.rank, record.seq),
             )

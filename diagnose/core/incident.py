@@ -231,6 +231,9 @@ class IncidentTracker:
         explain."""
         self.last_error_seq = -1
         """The position of the latest error line (or traceback) of the input."""
+        self.wrapped: dict[int, str] = {}
+        """By its first line's position, an error message that went on over the lines after
+        it (a pasted exception a page wrapped): the whole message, for the tiers to read."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -261,6 +264,8 @@ class IncidentTracker:
                 self.stopping.add(attempt)
         if error is None:
             return
+        if error == [first] and len(event.records) > 1 and len(self.wrapped) < MAX_UNEXPLAINED:
+            self.wrapped[first.seq] = " ".join(r.text.strip() for r in event.records)
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
