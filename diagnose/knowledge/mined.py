@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 
 from diagnose.core.expr import distribution_name
-from diagnose.core.versions import release
+from diagnose.core.versions import at_least, release
 from diagnose.knowledge.location import knowledge_dir
 
 ENGINES = ("sglang", "vllm")
@@ -289,6 +289,15 @@ def first_release_with_flag(engine: str, flag: str) -> str | None:
     return first_release_with(
         engine, lambda version: flag_table(engine, version).lookup(flag).outcome == "exact"
     )
+
+
+def added_after(engine: str, flag: str, installed: str | None) -> str | None:
+    """The release that added ``flag``, when ``installed`` (a mined release) is older; with no
+    release known, any release after the oldest mined (the installed one refused the flag)."""
+    added = first_release_with_flag(engine, flag)
+    if added is None or added == versions(engine)[0]:
+        return None
+    return None if installed is not None and at_least(installed, added) else added
 
 
 def _jsonl_gz(relative: str) -> list[dict[str, Any]]:

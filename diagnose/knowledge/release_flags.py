@@ -56,9 +56,9 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
         elif history is not None:
             notes.append(f"`{known}` is gone in {name} (removed in {history.gone_in}): left out.")
         else:
-            added = mined.first_release_with_flag(engine, known)
+            added = mined.added_after(engine, known, release)
             words += [flag, *values]
-            if added is not None and not at_least(release, added):
+            if added is not None:
                 notes.append(
                     f"`{known}` came with {mined.ENGINE_NAMES[engine]} {added}: {name} does not "
                     "have it; upgrade for it."
@@ -90,19 +90,14 @@ def newer_flags(
     if engine not in mined.ENGINES:
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
-    upgrade_to, kept = None, []
-    for flag in refused:
-        added = mined.first_release_with_flag(engine, flag)
-        if added is None or added == mined.versions(engine)[0]:
-            kept.append(flag)
-        elif release is None or not at_least(release, added):
-            upgrade_to = added if upgrade_to is None or at_least(added, upgrade_to) else upgrade_to
-        else:
-            kept.append(flag)
-    if upgrade_to is None:
+    added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
+    if not added:
         return finding
+    dropped = list(added)
+    upgrade_to = next(iter(added.values()))
+    for since in added.values():
+        upgrade_to = since if at_least(since, upgrade_to) else upgrade_to
     name = mined.ENGINE_NAMES[engine]
-    dropped = [f for f in refused if f not in kept]
     note = (
         f"{', '.join(f'`{f}`' for f in dropped)} came with {name} {upgrade_to} and is there in "
         f"every release since: the installed {name} is older than what passes it. Upgrade, or "

@@ -1253,12 +1253,8 @@ def _help_of(flag: str, table: mined.FlagTable) -> str:
 def _added_in(flag: str, context: ReleaseContext) -> str | None:
     """The release that added ``flag``, when it is newer than the installed one: with no
     version shown, any release after the oldest mined (the installed one refused it)."""
-    engine = context.engine
-    added = mined.first_release_with_flag(engine, flag)
-    if added is None or added == mined.versions(engine)[0]:
-        return None
     installed = context.version if context.shown is not None else None
-    return None if installed is not None and at_least(installed, added) else added
+    return mined.added_after(context.engine, flag, installed)
 
 
 def _gone(history: mined.RemovedFlag, context: ReleaseContext) -> str:
