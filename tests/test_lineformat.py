@@ -422,6 +422,24 @@ def test_a_pasted_lines_quote_and_ci_stamp_are_not_its_text() -> None:
     assert both.ts is not None and both.ts.second == 0  # the line's own clock comes first
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2026-06-08T18:01:24.332444215Z (APIServer pid=358293) AttributeError: 'X' object",
+        "2026-06-08T18:01:24.332444215Z stderr F (APIServer pid=358293) AttributeError: 'X' object",
+        "2026-06-08T20:01:24.332444+02:00 (APIServer pid=358293) AttributeError: 'X' object",
+    ],
+)
+def test_a_container_runtimes_stamp_is_not_the_message(line: str) -> None:
+    """`docker logs -t`, `kubectl logs --timestamps` and CRI log files stamp each line: the
+    record is the server's line, at the runtime's time (to the microsecond)."""
+    record = LineParser("pod.log", 2020).parse(1, line)
+    assert record is not None
+    assert (record.engine, record.rank) == ("vllm", "APIServer")
+    assert record.text == "AttributeError: 'X' object"
+    assert record.ts == datetime(2026, 6, 8, 18, 1, 24, 332444, tzinfo=timezone.utc)
+
+
 def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
     """xinference's actor framework writes `[address=..., pid=N]` between an exception's class
     and its words; the message signatures read is the exception's own."""

@@ -139,6 +139,28 @@ def test_an_unexplained_error_whose_words_name_an_area() -> None:
     assert "its own words point at host or shared memory" in cause.explanation.lower()
 
 
+def test_the_reason_a_line_below_the_first_error_gives_is_read() -> None:
+    """A C++ layer prints its failure with a code first and the reason two lines later (CANN's
+    `EJ0003: ... Reason: ...`): that line's words name the area, and both lines are evidence.
+    A reason far below it is not read as this error's."""
+    first = (
+        "[rank0]: RuntimeError: createHCCLComm:compiler_depend.ts:1479 HCCL function error: "
+        "HcclGetRootInfo(&hcclID), error code is 11\n"
+        "[rank0]: [ERROR] 2025-03-26-17:01:03 (PID:159, Device:0) ERR02200 DIST call hccl api failed.\n"
+    )
+    reason = (
+        "[rank0]: EJ0003: [PID: 159] Failed to bind the IP port. Reason: The IP address and port "
+        "have been bound already.\n"
+    )
+    cause = primary(run_text(first + reason))
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.category == "port_in_use"
+    assert [e.line for e in cause.evidence] == [1, 3]
+    assert "the line below it that gives its reason" in cause.explanation
+    far_below = first + "[rank0]: RuntimeError: retrying\n" * 8 + reason
+    assert primary(run_text(far_below)).signature == "unknown-failure"  # type: ignore[union-attr]
+
+
 def test_words_alone_never_make_a_failure_of_a_healthy_log() -> None:
     diagnosis = run_text(
         "[2026-03-12 09:14:21 TP0] Load weight end. type=Qwen3ForCausalLM, mem usage=15.27 GB\n"

@@ -83,6 +83,13 @@ _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
 _PASTED = re.compile(r"^(?:>[ \t]?)*(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?")
 """What a paste wraps a log line in: Markdown's quote (``> ``, as issue threads quote a log)
 and a CI runner's UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Buildkite's)."""
+_RUNTIME_STAMP = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
+    r"(?:(?:stdout|stderr) [FP] )?"
+)
+"""What a container runtime puts before each line: ``docker logs -t`` and ``kubectl logs
+--timestamps`` an RFC 3339 stamp with nanoseconds, a CRI log file also the stream and a
+full-or-partial tag (``2026-06-08T18:01:24.332338885Z stdout F ``)."""
 
 
 def clean(text: str) -> str:
@@ -162,6 +169,9 @@ class LineParser:
         outer = _JOURNAL_SHORT.match(line) or _JOURNAL_ISO.match(line)
         if outer:
             self._apply_journal_prefix(record, outer)
+        elif line[:1].isdigit() and (stamp := _RUNTIME_STAMP.match(line)):
+            record.text = line[stamp.end() :]
+            record.ts = self._timed(_parse_iso(stamp.group("ts")))
         self._apply_app_prefix(record)
         if pasted and pasted.group("ci") and record.ts is None:
             record.ts = self._timed(_parse_iso(pasted.group("ci")))

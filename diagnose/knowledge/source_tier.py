@@ -300,25 +300,37 @@ _AREAS = {
 MESSAGE_WORDS_CHARS = 1000
 """How much of the first error its words are read in: a longer line is no message."""
 
+REASON_WINDOW_LINES = 8
+"""How far below the first error a line that gives its reason may come (CANN, NCCL and
+other C++ layers print ``error code is 11`` first and the reason a line or two later)."""
+
 
 def message_words_findings(incident: IncidentView) -> list[Finding]:
     """When no tier explains the first error, the area its own words point at (the category
-    rules read on the message itself): a lead, with no fix."""
+    rules read on the message itself, or on a line just below it that gives its reason): a
+    lead, with no fix."""
     knowledge = builtin_knowledge()
-    first = next((c for c in incident.candidates if not announces_next(c.text)), None)
-    text = first.text[:MESSAGE_WORDS_CHARS] if first else ""
-    if first is None or any(
-        pattern is not None and pattern.search(text)
-        for pattern in (knowledge.wrappers, knowledge.consequences)
-    ):
+    readable = [c for c in incident.candidates if not announces_next(c.text)]
+    if not readable or _wraps_or_follows(readable[0], knowledge):
         return []
-    category = next(
-        (rule.category for rule, words in knowledge.rules if words and words.search(text)),
+    first = readable[0]
+    read = next(
+        (
+            (candidate, category)
+            for candidate in _reason_block(first, readable)
+            if not _wraps_or_follows(candidate, knowledge)
+            for category in [_category_of_words(candidate, knowledge)]
+            if category is not None
+        ),
         None,
     )
-    if category is None:
+    if read is None:
         return []
+    reason, category = read
     area = _AREAS.get(category, category)
+    quoted = f"`{first.text.strip()[:300]}`"
+    if reason is not first:
+        quoted += f", and the line below it that gives its reason, `{reason.text.strip()[:300]}`"
     return [
         Finding(
             id="f0",
@@ -329,11 +341,11 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             title=f"An error no signature explains; its words point at {area}",
             explanation=(
                 "No signature, known issue or engine message explains the first error, "
-                f"`{first.text.strip()[:300]}`. Its own words point at {area}: read it as a "
-                "lead, not a diagnosis, and check that setting first."
+                f"{quoted}. Its own words point at {area}: read it as a lead, not a "
+                "diagnosis, and check that setting first."
             ),
             confidence=Confidence.LOW,
-            evidence=[first.evidence],
+            evidence=[first.evidence] + ([reason.evidence] if reason is not first else []),
             patch=None,
             patch_note="No change can be derived from an error the tool does not know.",
             next_checks=[
@@ -343,6 +355,37 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             phase=first.phase,
             tier="generic",
         )
+    ]
+
+
+def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
+    """The message wraps another error or is the consequence of one."""
+    text = candidate.text[:MESSAGE_WORDS_CHARS]
+    return any(
+        pattern is not None and pattern.search(text)
+        for pattern in (knowledge.wrappers, knowledge.consequences)
+    )
+
+
+def _category_of_words(candidate: Candidate, knowledge: Knowledge) -> str | None:
+    text = candidate.text[:MESSAGE_WORDS_CHARS]
+    return next(
+        (rule.category for rule, words in knowledge.rules if words and words.search(text)),
+        None,
+    )
+
+
+def _reason_block(first: Candidate, readable: Sequence[Candidate]) -> list[Candidate]:
+    """The first error, then the errors just below it from the same source and rank."""
+    line = first.evidence.line
+    if line is None:
+        return [first]
+    return [first] + [
+        c
+        for c in readable[1:]
+        if c.evidence.line is not None
+        and 0 < c.evidence.line - line <= REASON_WINDOW_LINES
+        and (c.evidence.source, c.evidence.rank) == (first.evidence.source, first.evidence.rank)
     ]
 
 
