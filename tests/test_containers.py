@@ -360,6 +360,27 @@ def test_flags_are_edited_in_the_containers_own_command_line() -> None:
     assert_valid_compose(compose.compose)
 
 
+def test_a_signatures_unit_words_are_the_containers_in_a_container() -> None:
+    """A signature written for a unit says ExecStart and Environment=: a container's report
+    names the container's command and environment instead; a unit's report keeps them."""
+    finding = _finding(None).model_copy(
+        update={
+            "explanation": "Set `--max-model-len 8192` in ExecStart, as the message asks.",
+            "patch_note": "a variable goes in the unit as `Environment=NAME=VALUE`",
+            "alternatives": ["Point ExecStart at the environment's own interpreter."],
+        }
+    )
+    for deployment in (KUBE, DOCKER):
+        done = in_context(finding, deployment, Target())
+        said = " ".join([done.explanation, done.patch_note or "", *done.alternatives])
+        assert "ExecStart" not in said and "Environment=" not in said
+        assert "Set `--max-model-len 8192` in the container's command" in done.explanation
+        assert done.alternatives == [
+            "Point the container's command at the environment's own interpreter."
+        ]
+    assert in_context(finding, Deployment(kind="systemd"), Target()) is finding
+
+
 def test_flags_without_the_record_are_said_not_guessed() -> None:
     done = in_context(_finding(Patch(args_add=["--dtype", "half"])), KUBE, Target()).patch
     assert done is not None and done.kubernetes is None

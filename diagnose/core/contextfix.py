@@ -6,6 +6,7 @@ as a drop-in."""
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from typing import Any, NamedTuple
 
@@ -28,6 +29,19 @@ _DIRECTORIES = {
     "Service.RuntimeDirectory": ("/run", "runtime-directory"),
 }
 """The writable directories systemd makes for a unit: in a container, an emptyDir (tmpfs)."""
+
+
+_UNIT_COMMAND = re.compile(r"(?:the unit's |its )?\bExecStart\b=?")
+"""How a signature's text names the server's command line in a unit."""
+_UNIT_VARIABLE = re.compile(r"in the unit as `Environment=NAME=VALUE`")
+
+
+def container_words(text: str) -> str:
+    """A finding's text in a container's words: the container's command, not ExecStart."""
+    if "ExecStart" not in text and "Environment=" not in text:
+        return text
+    text = _UNIT_VARIABLE.sub("in the container's environment (`-e NAME=VALUE`, `env:`)", text)
+    return _UNIT_COMMAND.sub("the container's command", text)
 
 
 class Needs(NamedTuple):
@@ -233,6 +247,13 @@ def in_context(
     """The finding with its fix in the deployment's form (systemd, unknown: as it is)."""
     if deployment.kind not in ("kubernetes", "docker"):
         return finding
+    finding = finding.model_copy(
+        update={
+            "explanation": container_words(finding.explanation),
+            "patch_note": finding.patch_note and container_words(finding.patch_note),
+            "alternatives": [container_words(a) for a in finding.alternatives],
+        }
+    )
     needs = needs or needs_of(finding)
     if finding.patch is None and needs == Needs():
         return finding
