@@ -19,7 +19,7 @@ from diagnose.core.models import Confidence, Diagnosis, Evidence, Finding
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.knowledge import source_index
-from diagnose.knowledge.mined import template_rows
+from diagnose.knowledge.mined import ENGINE_NAMES, template_rows
 from diagnose.knowledge.source_index import (
     SOURCES,
     SourceIndex,
@@ -98,6 +98,63 @@ def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
         assert shipped.versions == built.versions
         assert shipped._keys == built._keys, f"{source}: run scripts/build_source_index.py"
         assert shipped.rows() == built.rows(), f"{source}: run scripts/build_source_index.py"
+        assert shipped.classes == built.classes, f"{source}: run scripts/build_source_index.py"
+
+
+@pytest.mark.parametrize(
+    ("message", "engine", "version", "spec"),
+    [
+        (
+            "TypeError: Qwen3VLDummyInputsBuilder.get_dummy_processor_inputs() takes 3 "
+            "positional arguments but 4 were given",
+            "vllm",
+            "0.11.0rc2.dev31",
+            ">0.11.0rc2.dev31",
+        ),
+        (
+            "AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'",
+            "sglang",
+            None,
+            "",
+        ),
+    ],
+)
+def test_a_call_or_attribute_the_engines_own_class_lacks_is_a_build_to_upgrade(
+    message: str, engine: str, version: str | None, spec: str
+) -> None:
+    """Two parts of the installed engine disagree on one of its own classes (a nightly, a
+    port): the class is the engine's, so a newer build of it is the fix."""
+    found = engine_source_findings(_view(message, engine=engine, version=version))
+    assert len(found) == 1
+    cause = found[0]
+    assert (cause.category, cause.tier, cause.confidence) == (
+        "kernel_build",
+        "engine_source",
+        Confidence.LOW,
+    )
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        engine,
+        spec,
+        "upgrade",
+    )
+    assert cause.raised_in is not None and cause.raised_in.startswith(
+        f"{ENGINE_NAMES[engine]}, {engine}."
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "TypeError: LLM.generate() got an unexpected keyword argument 'prompt_token_ids'",
+        "AttributeError: 'MyPluginRunner' object has no attribute 'prefill_aware_swa'",
+        "AttributeError: 'NoneType' object has no attribute 'shape'",
+    ],
+)
+def test_a_mismatch_of_a_public_or_foreign_class_is_not_the_engines_own(message: str) -> None:
+    """A program calling the engine's public API was written for another release, which way is
+    not known; a class the engine does not define is someone else's code."""
+    assert engine_source_findings(_view(message, engine="vllm")) == []
 
 
 def test_an_engine_message_no_signature_knows_gives_a_sourced_finding_with_a_checked_fix() -> None:

@@ -572,6 +572,12 @@ class Engine:
             explained = self._explained_excerpt(unit, engine)
         if explained is not None and explained.tier == "generic" and failure is None:
             explained = None  # a message's words alone never make a failure of a log
+        if explained is not None and failure is not None and _only_a_lead(explained):
+            unknown = self._unknown(failure, templates, unit, catch_all[:1])
+            if unknown.signature == OPTION_PATH_SIGNATURE:  # the option the error names decides
+                explained = unknown.model_copy(
+                    update={"alternatives": [*unknown.alternatives, explained.explanation]}
+                )
         if explained is not None:
             kept = [f for f in findings if f.signature not in {d.signature.id for d in catch_all}]
             findings = with_primary(kept, explained)
@@ -1125,6 +1131,14 @@ class Engine:
         if link is None or first is None:
             return unknown
         return _option_path(unknown, link, first.text.strip()[:300], self._engine())
+
+
+def _only_a_lead(finding: Finding) -> bool:
+    """A tier's reading at low confidence that changes no setting: a launch option the error
+    names is the better lead (its test is to start without it)."""
+    return finding.confidence is Confidence.LOW and (
+        finding.patch is None or finding.patch.is_empty()
+    )
 
 
 OPTION_PATH_SIGNATURE = "launch-option-code-path"

@@ -11,6 +11,8 @@ few whose words are in its decisive messages, so ``build_index`` compiles each s
   few dozen rows out of thousands;
 * the rows (text, where it is raised, which versions), in zlib chunks of ``CHUNK_ROWS``: only
   the chunks a message selects are ever decompressed.
+* the source's own classes (those with a method the miner read) and the module of each: a
+  message that names one is about the source's own code.
 
 Only error templates are kept (raises, assertions, error and critical logs), one row per
 distinct text. ``scripts/build_source_index.py`` writes the files; a test keeps them in sync
@@ -55,6 +57,7 @@ a template's (with fewer, a shared start says little)."""
 REWORDED_MAX_MISSING = 2
 """Words of a reworded message that the template may lack (a value, a word changed)."""
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+_CLASS_NAME = re.compile(r"[A-Z]\w*")
 _ERROR_LEVELS = frozenset({"error", "critical"})
 _HOLE_PATTERNS = {"int": r"-?\d+", "float": r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"}
 _MATCH_TIMEOUT_S = 0.05
@@ -227,8 +230,20 @@ def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
         "keys": dict(sorted(keys.items())),
         "heads": dict(sorted(heads.items())),
     }
+    header["classes"] = source_classes(rows)
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     return MAGIC + head + b"\n" + b"".join(chunks)
+
+
+def source_classes(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Each class a method of which the source's rows name (``Scheduler.__init__``), with the
+    module that defines it (the first by id where several do)."""
+    classes: dict[str, str] = {}
+    for row in sorted(rows, key=lambda r: r["id"]):
+        owner = row["function"].partition(".")[0]
+        if "." in row["function"] and _CLASS_NAME.fullmatch(owner):
+            classes.setdefault(owner, row["module"])
+    return dict(sorted(classes.items()))
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -253,6 +268,8 @@ class SourceIndex:
         self._heads: dict[str, list[int]] = header["heads"]
         self._chunk_rows: int = header["chunk_rows"]
         self._spans: list[list[int]] = header["chunks"]
+        self.classes: dict[str, str] = header.get("classes", {})
+        """The source's own classes and the module of each."""
         self._body = memoryview(data)[end + 1 :]
         self._chunks: dict[int, list[list[Any]]] = {}
         self._patterns: dict[int, regex.Pattern[str]] = {}

@@ -274,7 +274,92 @@ def engine_source_findings(
         if best is not None:
             hit, judgement, context = best
             return [_finding(hit, judgement, context, candidate)]
+        mismatch = _own_code_mismatch(candidate, engines, incident.engine_version)
+        if mismatch is not None:
+            return [mismatch]
     return []
+
+
+_OWN_CODE_MISMATCH = re.compile(
+    r"\bTypeError: (?P<owner>[A-Z]\w*)\.(?P<member>\w+)\(\) (?P<how>"
+    r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
+    r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
+    r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
+    r"|\bAttributeError: '(?P<object>[A-Z]\w*)' object has no attribute '(?P<attribute>\w+)'"
+)
+"""A call that does not fit the callee's signature, or an attribute its object lacks, named by
+the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``)."""
+
+
+_PUBLIC_API = frozenset(
+    {
+        "LLM", "LLMEngine", "AsyncLLMEngine", "AsyncLLM", "EngineArgs", "AsyncEngineArgs",
+        "SamplingParams", "PoolingParams", "LoRARequest", "RequestOutput", "ServerArgs", "Engine",
+        "Runtime",
+    }
+)  # fmt: skip
+"""Classes the engines offer to other programs: a call of one that does not fit comes from a
+program written for another release (which way is not known), not from the engine itself."""
+
+
+def _own_code_mismatch(
+    candidate: Candidate, engines: Sequence[str], shown: str | None
+) -> Finding | None:
+    """A call or attribute of one of the engine's own classes that the class does not have:
+    two parts of the installed engine that do not fit together (a nightly or source build, a
+    plugin written for another release), or a bug a later release fixed."""
+    found = _OWN_CODE_MISMATCH.search(candidate.text)
+    if found is None:
+        return None
+    owner = found.group("owner") or found.group("object")
+    if owner in _PUBLIC_API:
+        return None
+    engine, module = next(
+        (
+            (engine, index.classes[owner])
+            for engine in engines
+            if (index := builtin_index(engine)) is not None and owner in index.classes
+        ),
+        (None, None),
+    )
+    if engine is None:
+        return None
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    if found.group("owner"):
+        call, how = f"{owner}.{found.group('member')}()", found.group("how")
+        what = f"calls `{call}` in a way it does not take ({how})"
+    else:
+        what = f"asks a `{owner}` object for `{found.group('attribute')}`, which it does not have"
+    newer = f" than {shown}" if shown else ""
+    explanation = (
+        f"{name}'s own code {what}. `{owner}` is {name}'s class (`{module}`): the caller and "
+        f"the class come from code that does not fit together. That is a bug of this {name} "
+        "build (a nightly or main-branch build above all, where one module changed before "
+        "another), or a plugin, platform port or model file written for another release. "
+        f"Install a newer {name} release{newer} (or the latest commit of a source build), and "
+        "search its issues for the message; a port or plugin needs the release it was written for."
+    )
+    return Finding(
+        id="f0",
+        signature=f"{engine}-own-code-mismatch",
+        category="kernel_build",
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=f"Two parts of the installed {name} do not fit together ({owner})",
+        explanation=explanation,
+        confidence=Confidence.LOW,
+        evidence=[candidate.evidence],
+        patch=None,
+        patch_note=f"No setting makes {name}'s code consistent: a newer (or matching) build does.",
+        package=PackageAction(name=engine, spec=f">{shown}" if shown else "", action="upgrade"),
+        next_checks=[
+            f"`pip show {engine}` (a version with `dev`, `rc` or `+g<commit>` is a nightly or "
+            "source build) and `pip list | grep -i plugin` for platform ports."
+        ],
+        phase=candidate.phase,
+        tier="engine_source",
+        raised_in=f"{name}, {module} ({owner})",
+    )
 
 
 _AREAS = {
