@@ -226,6 +226,12 @@ def test_a_wrapper_after_the_real_error_leaves_the_real_error_first() -> None:
             "valueerror: input tensor must be the same size as output size times world size",
             "nccl_runtime",
         ),
+        (
+            "runtimeerror: found tesla p40 which is too old to be supported by the triton gpu "
+            "compiler. triton only supports devices of cuda capability >= 7.0",
+            "gpu_arch_support",
+        ),
+        ("assertionerror: mla_gluon requires gfx950 (cdna4), got gfx942", "gpu_arch_support"),
     ],
 )
 def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str, category: str) -> None:
@@ -234,6 +240,14 @@ def test_an_exception_line_lower_cased_by_the_poster_is_a_failure(line: str, cat
     cause = primary(run_text(line + "\n"))
     assert cause is not None and cause.signature == "message-words"
     assert cause.category == category
+
+
+def test_a_package_whose_version_cannot_be_read_points_at_the_environment() -> None:
+    """`packaging` refuses a version string (a stale folder or a broken install left `N/A`):
+    the installed packages, not a setting."""
+    cause = primary(run_text("packaging.version.InvalidVersion: Invalid version: 'N/A'\n"))
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.category == "kernel_build"
 
 
 def test_source_code_under_vllms_error_prefix_is_not_the_first_error() -> None:
