@@ -168,10 +168,14 @@ def test_an_engine_release_that_admits_it_keeps_its_own_bound() -> None:
     assert cause.package.name == "transformers"
     spec = cause.package.spec
     assert ">=4.57.0" in spec and "<5.23.0" in spec
-    # vLLM 0.10.2 asks only for a minimum: the table's minimum stands alone
-    cause = primary(_diagnosed(_value_error("qwen3_vl"), ("vllm", "0.10.2")))
+    # vLLM 0.11.0 asks only for a minimum: the table's minimum stands alone
+    cause = primary(_diagnosed(_value_error("qwen3_vl"), ("vllm", "0.11.0")))
     assert cause is not None and cause.package is not None
     assert cause.package.spec == ">=4.57.0"
+    # vLLM 0.10.2 registers no Qwen3-VL at all: the engine is what to upgrade
+    cause = primary(_diagnosed(_value_error("qwen3_vl"), ("vllm", "0.10.2")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec) == ("vllm", ">=0.11.0")
 
 
 def test_a_type_no_release_knows_gets_no_version() -> None:
@@ -200,3 +204,22 @@ def test_a_type_every_mined_release_knows_is_said_so() -> None:
     assert "`llama` is known to every transformers release mined, from 4.30.0" in (
         cause.explanation
     )
+
+
+def test_an_engine_release_without_the_models_architecture_is_upgraded_instead() -> None:
+    """vLLM 0.9.0 admits a transformers that knows glm4_moe, but registers no
+    Glm4MoeForCausalLM: transformers alone would leave the model unknown to the engine. The
+    first mined vLLM that registers it is 0.10.2 (0.9.2, the first mined at or above 0.9.0,
+    has none)."""
+    cause = primary(_diagnosed(_value_error("glm4_moe"), ("vllm", "0.9.0")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "vllm",
+        ">=0.10.2",
+        "upgrade",
+    )
+    assert "registers (`Glm4MoeForCausalLM`) from 0.10.2 on" in cause.explanation
+    # a release that already registers it keeps the transformers upgrade
+    cause = primary(_diagnosed(_value_error("glm4_moe"), ("vllm", "0.11.0")))
+    assert cause is not None and cause.package is not None
+    assert cause.package.name == "transformers"

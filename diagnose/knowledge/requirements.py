@@ -178,6 +178,7 @@ _UNKNOWN_MODEL_TYPE = (
 """How transformers (and the engines quoting it) name a ``model_type`` it does not know."""
 _MAPPING_KEY_ERROR = re.compile(r"^\s*KeyError: '([\w.-]+)'\s*$")
 """Older transformers: ``CONFIG_MAPPING[config_dict["model_type"]]`` with no message."""
+_LETTERS = re.compile(r"[^a-z0-9]")
 _CONFIG_MAPPING = re.compile(r"configuration_auto\.py|CONFIG_MAPPING\[")
 _TRANSFORMERS = "transformers"
 _SOURCE_INSTALL = "pip install git+https://github.com/huggingface/transformers"
@@ -236,6 +237,9 @@ def model_type_fix(finding: Finding, engine: str | None, engine_version: str | N
         capped = _engine_cap(engine, engine_version, known)
         if capped is not None:
             return _engine_upgrade(finding, engine, engine_version, known, capped, said)
+        implemented = _first_release_implementing(engine, engine_version, model_type)
+        if implemented is not None:
+            return _model_needs_newer_engine(finding, engine, engine_version, implemented, said)
         found = mined.required(engine, engine_version, _TRANSFORMERS)
         if found is not None and _bounded_above(found.spec):
             exact = found.spec.startswith("==") and "," not in found.spec
@@ -315,6 +319,73 @@ def _engine_upgrade(
         f"(the newest whose requirements were read) admits one: the model needs a newer {name}."
     )
     return finding.model_copy(update={"package": None, "explanation": _restated(finding, note)})
+
+
+def _architectures_of(model_type: str, registry: mined.Registry) -> list[str]:
+    """The registered architectures named after ``model_type`` (``glm4_moe``:
+    ``Glm4MoeForCausalLM``), matched without case and separators."""
+    stem = _LETTERS.sub("", model_type.lower())
+    return sorted(
+        arch
+        for arch in registry.architectures
+        if _LETTERS.sub("", arch.lower()).startswith((f"{stem}for", f"{stem}model"))
+    )
+
+
+def _first_release_implementing(
+    engine: str, engine_version: str, model_type: str
+) -> tuple[str, list[str]] | None:
+    """The oldest mined release of ``engine`` that registers an architecture of
+    ``model_type``, and those architectures, when the running release has none: the first
+    mined release at or above it registers none (None when that cannot be told)."""
+    registries = mined.registries(engine)
+    newer = mined.first_release_with(
+        engine,
+        lambda version: (
+            bool(_architectures_of(model_type, registries[version]))
+            if version in registries
+            else None
+        ),
+    )
+    if newer is None or Version(engine_version) >= Version(newer):
+        return None
+    ceiling = next(
+        (v for v in mined.versions(engine) if Version(v) >= Version(engine_version)), None
+    )
+    if ceiling is None or ceiling not in registries:
+        return None
+    if _architectures_of(model_type, registries[ceiling]):
+        return None
+    return newer, _architectures_of(model_type, registries[newer])
+
+
+def _model_needs_newer_engine(
+    finding: Finding,
+    engine: str,
+    engine_version: str,
+    implemented: tuple[str, list[str]],
+    said: str,
+) -> Finding:
+    newer, architectures = implemented
+    name = mined.ENGINE_NAMES[engine]
+    listed = ", ".join(f"`{a}`" for a in architectures)
+    note = (
+        f"{said} {name} {engine_version} has no implementation of it either: its model "
+        f"registry lists no such architecture, which {name} registers ({listed}) from {newer} on "
+        f"(read from the releases' model registries). Upgrade {name} to {newer} or later: "
+        "transformers alone would leave the model unknown to the engine, and the newer "
+        f"{name} brings a transformers that knows it."
+    )
+    return finding.model_copy(
+        update={
+            "package": PackageAction(name=engine, spec=f">={newer}", action="upgrade"),
+            "explanation": _restated(finding, note),
+            "patch_note": (
+                f"The version is the first {name} release whose model registry lists the "
+                f"architecture (knowledge/mined/{engine}/registries.json)."
+            ),
+        }
+    )
 
 
 def _restated(finding: Finding, note: str) -> str:
