@@ -22,10 +22,10 @@ from diagnose.inputs import journal as source
 from diagnose.inputs.files import default_jobs
 from diagnose.inputs.pipeline import journal_prefilter
 from diagnose.library import engine_for, load_library
-from diagnose.systemd.unit import UnitConfig, find_unit, load_unit_file, systemctl_unit
 
 if TYPE_CHECKING:
     from diagnose.systemd.apply import Applied
+    from diagnose.systemd.unit import UnitConfig
 
 # What only several hosts (worker processes, the fleet summary) or --apply need is imported
 # where it is used: a plain run of one unit does not load it.
@@ -96,13 +96,16 @@ def journal_query(options: JournalOptions) -> source.JournalQuery:
 def load_config(options: JournalOptions, unit: str) -> UnitConfig | None:
     """The unit as configured, without diagnose's own fixes (a fix is rendered against the
     unit, and ``--apply`` adds it to the earlier ones)."""
+    if options.unit_file is None and options.root is None and (options.files or options.directory):
+        return None  # a journal from elsewhere: this machine's unit may not be that one
+    # only here: a journal from files reads no unit (nor imports subprocess to ask systemctl)
+    from diagnose.systemd.unit import find_unit, load_unit_file, systemctl_unit
+
     if options.unit_file is not None:
         return load_unit_file(options.unit_file, unit, options.root, without_fixes=True)
     if options.root is not None:
         # a root holds system units; a --user unit is found with --unit-file
         return None if options.user else find_unit(unit, options.root, without_fixes=True)
-    if options.files or options.directory:
-        return None  # a journal from elsewhere: this machine's unit may not be that one
     return systemctl_unit(unit, user=options.user, without_fixes=True)
 
 
