@@ -216,6 +216,25 @@ def test_an_answer_without_a_cause_is_no_finding() -> None:
     assert check_answer(unknown, DIGEST, SGLANG, "m", "f2").finding is None
 
 
+@pytest.mark.parametrize(
+    ("fix", "category"),
+    [
+        ({"package": {"name": "sglang", "spec": ">=0.5.10", "action": "upgrade"}}, "kernel_build"),
+        ({"args_add": ["--disable-cuda-graph"]}, "launch_args"),
+        ({"env_set": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}}, "unit_config"),
+    ],
+)
+def test_a_cause_outside_the_categories_takes_its_category_from_its_fix(
+    fix: dict[str, object], category: str
+) -> None:
+    """A model that names a cause no category fits (a bug of the engine build) and a fix is
+    read by its fix, and the note says so; without a fix it is still no finding."""
+    unknown = answer(**fix).model_copy(update={"category": "unknown"})
+    checked = check_answer(unknown, DIGEST, SGLANG, "m", "f2")
+    assert checked.finding is not None and checked.finding.category == category
+    assert f"read as {category} from its fix" in (checked.finding.patch_note or "")
+
+
 def test_score_reads_recorded_answers_through_the_live_path(tmp_path: Path) -> None:
     case = "vllm-019-nccl-p2p-hang-consumer-gpus"
     recorded = {

@@ -187,7 +187,7 @@ def check_answer(
 ) -> Checked:
     """The answer as a finding of tier ``assistant``, or None when nothing of it stands."""
     notes: list[str] = []
-    if answer.category == "unknown":
+    if answer.category == "unknown" and not (answer.cause.strip() and answer.fix):
         return Checked(None, ["the model named no cause"])
     evidence = []
     for number in dict.fromkeys(answer.evidence):
@@ -207,13 +207,22 @@ def check_answer(
         confidence = Confidence.LOW
     fix = answer.fix or AnswerFix()
     patch, package = _checked_fix(fix, release, notes, flags_named_in(digest.lines.values()))
+    category = answer.category
+    if category == "unknown":
+        category = _category_of_fix(patch, package)
+        if category is None:
+            return Checked(None, ["the model named no cause it could fix"])
+        notes.append(
+            f"The model named a cause outside the shared categories: read as {category} "
+            "from its fix."
+        )
     cause = " ".join(answer.cause.split())
     first, _, rest = cause.partition(". ")
     title = _clean(first)[:160]
     finding = Finding(
         id=finding_id,
         signature="assistant",
-        category=answer.category,
+        category=category,
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
         title=title,
@@ -231,6 +240,21 @@ def check_answer(
     )
     finding = checked_flags(finding, release.engine, release.version)
     return Checked(finding, notes)
+
+
+def _category_of_fix(patch: Patch | None, package: PackageAction | None) -> str | None:
+    """The category a cause outside the shared ones takes from what fixes it: another release
+    of a package (an engine bug, a broken install) is the environment's packages; a flag is a
+    launch argument; a variable or unit setting is the unit's configuration."""
+    if package is not None:
+        return "kernel_build"
+    if patch is None:
+        return None
+    if patch.args_add or patch.args_remove:
+        return "launch_args"
+    if patch.env_set or patch.env_unset or patch.unit_set:
+        return "unit_config"
+    return None
 
 
 def _clean(text: str) -> str:

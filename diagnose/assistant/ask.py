@@ -30,7 +30,9 @@ ROOT CAUSE (the earliest failure that explains the rest, not its consequences) a
 change that fixes it, concretely (values that work, exact package versions). Spell flags and \
 environment variables as the release the digest names does: a flag or variable that release \
 lacks is dropped when the answer is checked. Answer with one JSON object and nothing else:
-- category: one of {", ".join(CATEGORIES)}
+- category: one of {", ".join(CATEGORIES)} (kernel_build also covers a bug or an \
+inconsistent build of the engine or of a package, fixed by installing another release; unknown \
+only when you cannot name a cause)
 - cause: two or three sentences
 - evidence: the numbers of the log lines that show the cause (L12 is 12)
 - fix: env_set (object), env_unset (list), args_add (tokens as on the command line), \
