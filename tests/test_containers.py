@@ -317,6 +317,17 @@ def test_kubernetes_outranks_the_images_paths() -> None:
     assert recognise(lines).kind == "kubernetes"
 
 
+def test_a_kubelet_container_log_file_is_kubernetes() -> None:
+    """A log copied from /var/log/pods (the CRI format: stamp, stream, full or partial tag) was
+    written by the kubelet's runtime; `docker logs -t` stamps alone do not say which."""
+    line = (
+        "(APIServer pid=1) INFO 06-08 18:01:24 [api_server.py:1880] vLLM API server version 0.11.0"
+    )
+    cri = [f"2026-06-08T18:01:24.332338885Z stdout F {line}"]
+    assert recognise(cri).kind == "kubernetes"
+    assert recognise([f"2026-06-08T18:01:24.332338885Z {line}"]).kind == "unknown"
+
+
 # -- fixes in the deployment's form ---------------------------------------------------------
 
 

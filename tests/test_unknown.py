@@ -161,6 +161,37 @@ def test_the_reason_a_line_below_the_first_error_gives_is_read() -> None:
     assert primary(run_text(far_below)).signature == "unknown-failure"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("line", "title", "said", "check"),
+    [
+        (
+            "EJ0003: [PID: 159] Failed to bind the IP port[60000]. Reason: The IP address and "
+            "port have been bound already.",
+            "Port 60000 is already taken on this host",
+            "a second instance of the server",
+            "ss -ltnp | grep ':60000'",
+        ),
+        (
+            "AssertionError: mla_gluon requires gfx950 (CDNA4), got gfx942",
+            "The code path that failed does not support this GPU's architecture",
+            "(`gfx950`, `CDNA4`, `gfx942`)",
+            "rocminfo | grep gfx",
+        ),
+    ],
+)
+def test_words_that_name_their_values_say_the_mechanism_and_its_check(
+    line: str, title: str, said: str, check: str
+) -> None:
+    """A port or a GPU architecture the message names is read as what it says (another
+    process holds the port; the code refuses this GPU), with the command that confirms it:
+    still low confidence, still no patch."""
+    cause = primary(run_text(line + "\n"))
+    assert cause is not None and cause.signature == "message-words"
+    assert (cause.title, cause.confidence, cause.patch) == (title, Confidence.LOW, None)
+    assert said in cause.explanation and "read it as a lead" not in cause.explanation
+    assert check in cause.next_checks[0]
+
+
 def test_words_alone_never_make_a_failure_of_a_healthy_log() -> None:
     diagnosis = run_text(
         "[2026-03-12 09:14:21 TP0] Load weight end. type=Qwen3ForCausalLM, mem usage=15.27 GB\n"

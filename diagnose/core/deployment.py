@@ -29,6 +29,11 @@ _KUBERNETES: tuple[Rule, ...] = (
     ),
     ("an OpenShift security context", ("openshift", "restricted-v2"), None),
     ("nvidia.com/gpu", ("nvidia.com/gpu",), None),
+    (
+        "the kubelet's container log format",
+        (" stdout f ", " stderr f ", " stdout p ", " stderr p "),
+        re.compile(r"(?m)^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d) std(?:out|err) [FP] "),
+    ),
 )
 _ORCHESTRATORS: tuple[Rule, ...] = (
     ("KServe", ("kserve", "inferenceservice", "huggingfaceserver"), None),

@@ -416,6 +416,26 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     quoted = f"`{first.text.strip()[:300]}`"
     if reason is not first:
         quoted += f", and the line below it that gives its reason, `{reason.text.strip()[:300]}`"
+    reading = _READINGS.get(category)
+    said = reading(f"{first.text} {reason.text}") if reading is not None else None
+    checks = [
+        'The innermost `File "..."` frames above the error: the package and function that '
+        "raised it; search the project's issues for the message."
+    ]
+    if said is None:
+        title = f"An error no signature explains; its words point at {area}"
+        explanation = (
+            "No signature, known issue or engine message explains the first error, "
+            f"{quoted}. Its own words point at {area}: read it as a lead, not a diagnosis, and "
+            "check that setting first."
+        )
+    else:
+        title, sentence, check = said
+        explanation = (
+            f"{sentence} Read from the error's own words, {quoted}: no signature, known issue "
+            "or engine message knows it, so the mechanism behind them is not confirmed."
+        )
+        checks.insert(0, check)
     return [
         Finding(
             id="f0",
@@ -423,24 +443,69 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             category=category,
             severity=Severity.ERROR,
             role=Role.ROOT_CAUSE,
-            title=f"An error no signature explains; its words point at {area}",
-            explanation=(
-                "No signature, known issue or engine message explains the first error, "
-                f"{quoted}. Its own words point at {area}: read it as a lead, not a "
-                "diagnosis, and check that setting first."
-            ),
+            title=title,
+            explanation=explanation,
             confidence=Confidence.LOW,
             evidence=[first.evidence] + ([reason.evidence] if reason is not first else []),
             patch=None,
             patch_note="No change can be derived from an error the tool does not know.",
-            next_checks=[
-                'The innermost `File "..."` frames above the error: the package and '
-                "function that raised it; search the project's issues for the message."
-            ],
+            next_checks=checks,
             phase=first.phase,
             tier="generic",
         )
     ]
+
+
+_PORT_NAMED = re.compile(
+    r"\bport\W{0,3}(\d{2,5})\b|(?:\d{1,3}\.){3}\d{1,3}:(\d{2,5})\b|'[\w.:-]+', (\d{2,5})\)",
+    re.IGNORECASE,
+)
+"""A port as messages name it: ``port 30000``, ``port[60000]``, ``127.0.0.1:50000``,
+``('0.0.0.0', 30000)``."""
+_ARCH_NAMED = re.compile(
+    r"\bgfx\d{3,4}[a-z]?\b|\bsm_?\d{2,3}[a-z]?\b|\bcdna ?\d\b"
+    r"|\b(?:compute|cuda|device) capability\D{0,24}\d+\.\d+",
+    re.IGNORECASE,
+)
+
+
+def _port_reading(text: str) -> tuple[str, str, str]:
+    """A port the message says is taken: who holds it, and how to see."""
+    ports = list(dict.fromkeys(next(p for p in found if p) for found in _PORT_NAMED.findall(text)))
+    port = ports[0] if ports else None
+    which = f"port {port}" if port else "an address the server binds"
+    return (
+        f"{which[0].upper()}{which[1:]} is already taken on this host",
+        f"The error says {which} is already taken: another process on this host holds it, most "
+        "often a second instance of the server (two engines on one machine derive the same "
+        "default ports) or a process left from an earlier start. Stop that process, or give "
+        "this instance other ports (the setting of the component that binds this one).",
+        f"`ss -ltnp | grep ':{port}'` names the process that holds port {port}."
+        if port
+        else "`ss -ltnp` lists the listening ports and the processes that hold them.",
+    )
+
+
+def _architecture_reading(text: str) -> tuple[str, str, str] | None:
+    """The GPU architecture a kernel or check refuses, as the message names it."""
+    named = list(dict.fromkeys(" ".join(m.split()) for m in _ARCH_NAMED.findall(text)))
+    if not named:
+        return None
+    listed = ", ".join(f"`{n}`" for n in named[:4])
+    return (
+        "The code path that failed does not support this GPU's architecture",
+        f"The error compares the GPU's architecture with what the code path needs ({listed}) "
+        "and refuses this GPU: no setting makes that kernel run on it. Turn off the feature or "
+        "backend that needs it (its flag or environment variable) so that another path runs, "
+        "move to a GPU it supports, or take a release whose check admits this GPU.",
+        "`nvidia-smi --query-gpu=name,compute_cap --format=csv` (on AMD, `rocminfo | grep gfx`): "
+        "the architecture the message compares.",
+    )
+
+
+_READINGS = {"port_in_use": _port_reading, "gpu_arch_support": _architecture_reading}
+"""What the words of a category say of the mechanism, where the message names its values:
+a title, the sentence and the check that confirms it (None when the values are missing)."""
 
 
 def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
