@@ -52,7 +52,7 @@ def test_a_failure_in_an_options_code_path_says_so_with_the_test_of_it() -> None
     assert cause.patch is not None and cause.patch.args_remove == ["--model-impl"]
     assert cause.package is not None and cause.package.action == "upgrade"
     # the engine's source knows the class: its reading stays, as the other way to see it
-    assert any("is SGLang's class" in alternative for alternative in cause.alternatives)
+    assert any("is SGLang's own class" in alternative for alternative in cause.alternatives)
     unrelated = log.replace("--model-impl transformers", "--mem-fraction-static 0.8")
     other = primary(run_text(unrelated))
     assert other is not None and other.signature == "sglang-own-code-mismatch"

@@ -18,6 +18,7 @@ from typing import Any
 
 import regex
 import yaml
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
@@ -327,13 +328,16 @@ def _own_code_mismatch(
     name = mined.ENGINE_NAMES.get(engine, engine)
     if found.group("owner"):
         call, how = f"{owner}.{found.group('member')}()", found.group("how")
-        what = f"calls `{call}` in a way it does not take ({how})"
+        what = f"`{call}` is called in a way it does not take ({how})"
     else:
-        what = f"asks a `{owner}` object for `{found.group('attribute')}`, which it does not have"
-    newer = f" than {shown}" if shown else ""
+        what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
+    spec = _newer_than(shown)
+    newer = f" than {shown}" if spec else ""
     explanation = (
-        f"{name}'s own code {what}. `{owner}` is {name}'s class (`{module}`): the caller and "
-        f"the class come from code that does not fit together. That is a bug of this {name} "
+        f"{what[0].upper()}{what[1:]}. `{owner}` is {name}'s own class (`{module}`): the code "
+        f"that uses it (the engine's, or a library such as transformers that {name} hands it "
+        f"to) and the class come from code that does not fit together. That is a bug of this "
+        f"{name} "
         "build (a nightly or main-branch build above all, where one module changed before "
         "another), or a plugin, platform port or model file written for another release. "
         f"Install a newer {name} release{newer} (or the latest commit of a source build), and "
@@ -345,13 +349,13 @@ def _own_code_mismatch(
         category="kernel_build",
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
-        title=f"Two parts of the installed {name} do not fit together ({owner})",
+        title=f"{name}'s own class `{owner}` does not fit the code that uses it",
         explanation=explanation,
         confidence=Confidence.LOW,
         evidence=[candidate.evidence],
         patch=None,
         patch_note=f"No setting makes {name}'s code consistent: a newer (or matching) build does.",
-        package=PackageAction(name=engine, spec=f">{shown}" if shown else "", action="upgrade"),
+        package=PackageAction(name=engine, spec=spec, action="upgrade"),
         next_checks=[
             f"`pip show {engine}` (a version with `dev`, `rc` or `+g<commit>` is a nightly or "
             "source build) and `pip list | grep -i plugin` for platform ports."
@@ -360,6 +364,14 @@ def _own_code_mismatch(
         tier="engine_source",
         raised_in=f"{name}, {module} ({owner})",
     )
+
+
+def _newer_than(shown: str | None) -> str:
+    """``>VERSION`` for the release the log shows (its public part), or no spec."""
+    try:
+        return f">{Version(shown).public}" if shown else ""
+    except InvalidVersion:
+        return ""
 
 
 _AREAS = {
