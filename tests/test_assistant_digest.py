@@ -44,6 +44,16 @@ def test_the_digest_carries_the_release_facts_the_log_does_not(tmp_path: Path) -
     assert str(tmp_path) not in digest.text  # the file's name, not its folders
 
 
+def test_the_digest_leaves_out_the_tools_reading_of_the_words(tmp_path: Path) -> None:
+    """A message-words lead only restates the words the model reads itself (and would lead
+    it): the digest lists the candidates that carry knowledge, here none."""
+    words = "RuntimeError: CUDA driver error (handle.hpp:141): 200 (CUDA_ERROR_INVALID_IMAGE)\n"
+    digest = digest_of(words, tmp_path)
+    assert "message-words" not in digest.text and "tier generic" not in digest.text
+    assert "L1: RuntimeError: CUDA driver error" in digest.text
+    assert "tier engine_source, argparse-sglang-flags" in digest_of(SGLANG_BAD_FLAG, tmp_path).text
+
+
 def test_the_digest_is_the_same_for_the_same_input(tmp_path: Path) -> None:
     assert digest_of(SGLANG_BAD_FLAG, tmp_path).text == digest_of(SGLANG_BAD_FLAG, tmp_path).text
 

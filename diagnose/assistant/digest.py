@@ -342,8 +342,13 @@ def _number_of(line: int | None, text: str, excerpt: Excerpt) -> int | None:
 
 
 def _candidate_lines(diagnosis: Diagnosis, excerpt: Excerpt) -> list[str]:
+    """The tool's findings that carry knowledge the log does not (signatures, known issues,
+    release tables, the engine's source): not its reading of the message's own words, which
+    the model reads itself and would only be led by."""
     lines = []
     for finding in _ranked(diagnosis):
+        if finding.tier == "generic":
+            continue
         where = [
             f"L{n}"
             for e in finding.evidence
