@@ -157,6 +157,24 @@ def test_a_mismatch_of_a_public_or_foreign_class_is_not_the_engines_own(message:
     assert engine_source_findings(_view(message, engine="vllm")) == []
 
 
+def test_a_check_that_takes_one_value_of_an_option_sets_it_read_in_a_release_that_raises_it() -> (
+    None
+):
+    """`only supports fp8 kv-cache, got {kv_cache_dtype}`: the hole is an option with fixed
+    values and the text names the one it takes. With no release shown, the tables are those
+    of the newest mined release that raises the message (vLLM 0.29.0 here, not 0.34.0)."""
+    found = engine_source_findings(
+        _view(
+            "AssertionError: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got auto",
+            engine="vllm",
+        )
+    )
+    assert len(found) == 1 and found[0].category == "launch_args"
+    patch = found[0].patch
+    assert patch is not None and patch.args_add == ["--kv-cache-dtype", "fp8"]
+    assert found[0].raised_in is not None and "0.24.0 to 0.29.0" in found[0].raised_in
+
+
 def test_an_engine_message_no_signature_knows_gives_a_sourced_finding_with_a_checked_fix() -> None:
     cause = _cause(WEIGHT_CACHE_DAEMON, ("sglang", "0.5.17"))
     assert cause.tier == "engine_source"

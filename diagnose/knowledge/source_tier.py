@@ -615,9 +615,19 @@ def _best_hit(
         for hit in match_message(index, candidate.text):
             if _mostly_holes(hit):
                 continue
+            hit_context = _raising_release(context, hit) if source != "libraries" else context
             judgement = knowledge.judge(hit)
             if judgement.role == "cause" and judgement.category is None:
-                judgement = _option_judgement(hit.template.text, context)
+                # the raising release's tables first, then the newest's (an option may have
+                # gained its fixed values since)
+                judgement, hit_context = next(
+                    (
+                        (read, tables)
+                        for tables in dict.fromkeys([hit_context, context])
+                        if (read := _option_judgement(hit.template.text, tables)).category
+                    ),
+                    (judgement, hit_context),
+                )
             if judgement.role != "cause" or judgement.category is None:
                 continue
             in_release = source == "libraries" or context.in_release(hit.template.versions)
@@ -628,11 +638,21 @@ def _best_hit(
                 order,
                 hit.template.id,
             )
-            ranked.append((key, hit, judgement, context))
+            ranked.append((key, hit, judgement, hit_context))
     if not ranked:
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
     return hit, judgement, context
+
+
+def _raising_release(context: ReleaseContext, hit: TemplateHit) -> ReleaseContext:
+    """With no release shown, the newest mined release that raises the matched message, not
+    the newest of all: its tables read the message's options (the log came from one of the
+    releases that raise it)."""
+    versions = hit.template.versions
+    if context.shown is not None or not versions or context.version in versions:
+        return context
+    return replace(context, version=versions[-1])
 
 
 def _mostly_holes(hit: TemplateHit) -> bool:
@@ -657,7 +677,29 @@ def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
     asks_to_adjust = any(
         table.setting(asked.group("dest")) for asked in _ADJUST_DEST.finditer(fixed_text(template))
     )
-    return Judgement("launch_args" if shows_option or asks_to_adjust else None, "cause")
+    names_the_value = _only_supported(template, table) is not None
+    return Judgement(
+        "launch_args" if shows_option or asks_to_adjust or names_the_value else None, "cause"
+    )
+
+
+_ONLY_SUPPORTS = re.compile(
+    r"\bonly supports? (?P<want>[\w.-]+)\b[^{}]{0,40}?,? (?:but )?got "
+    r"\{(?P<hole>[a-z_][a-z0-9_]*)\}"
+)
+"""A check that names the one value it takes and shows the option's (``only supports fp8
+kv-cache, got {kv_cache_dtype}``)."""
+
+
+def _only_supported(template: str, table: mined.FlagTable) -> tuple[str, str, str] | None:
+    """The flag, the value a template says is the only one supported and the hole that shows
+    the option's, where the hole is an option with choices and the value is one of them."""
+    found = _ONLY_SUPPORTS.search(template)
+    option = _option_of_hole(found.group("hole"), table) if found else None
+    if found is None or option is None:
+        return None
+    want = _as_choice(found.group("want"), [str(c) for c in option.choices or ()])
+    return (option.flags[0], str(want), found.group("hole")) if want is not None else None
 
 
 # -- findings -----------------------------------------------------------------------------
@@ -832,6 +874,15 @@ def derive_fix(
             for hole, bound in values.items()
             if (flag := _bound_choice(hole, bound, template, table, fix))
         ]
+        only = _only_supported(template, table) if not args_add else None
+        if only is not None and values.get(only[2]) != only[1]:
+            flag, want = only[0], only[1]
+            fix.sentences.append(
+                f"The check takes only `{want}` here: the fix sets `{flag} {want}`."
+            )
+            fix.sets_allowed_value = True
+            args_add += [flag, want]
+            args_remove.append(flag)
         if not args_add:
             allowed = _allowed_value(template, values, table, fix)
             if not (allowed or args_remove or not_a_choice or later):
