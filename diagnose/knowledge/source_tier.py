@@ -516,8 +516,9 @@ def _architecture_reading(text: str) -> tuple[str, str, str] | None:
 
 
 _READINGS = {"port_in_use": _port_reading, "gpu_arch_support": _architecture_reading}
-"""What the words of a category say of the mechanism, where the message names its values:
-a title, the sentence and the check that confirms it (None when the values are missing)."""
+"""What the words of a category say of the mechanism: a title, the sentence and the check
+that confirms it, with the values the message names (a port reading without its number names
+none; an architecture reading needs the architectures, else it is None)."""
 
 
 def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
