@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from diagnose.core.expr import distribution_name
 from diagnose.core.models import Finding, PackageAction, PackageChange
+from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 
 _DIRECTED = ("pin", "upgrade", "downgrade")
@@ -347,11 +348,9 @@ def _first_release_implementing(
             else None
         ),
     )
-    if newer is None or Version(engine_version) >= Version(newer):
+    if newer is None or at_least(engine_version, newer):
         return None
-    ceiling = next(
-        (v for v in mined.versions(engine) if Version(v) >= Version(engine_version)), None
-    )
+    ceiling = next((v for v in mined.versions(engine) if at_least(v, engine_version)), None)
     if ceiling is None or ceiling not in registries:
         return None
     if _architectures_of(model_type, registries[ceiling]):
