@@ -1318,15 +1318,23 @@ def _unrecognized_fix(
     named: list[str] = []
     hints: dict[str, str] = {}
     upgrade_to: str | None = None
+
+    def replaced(word: str, words: list[str], said: str, hint: str) -> None:
+        """``word`` of the command line gives way to ``words`` (a flag and its value)."""
+        sentences.append(said)
+        remove.append(word)
+        add.extend(words)
+        hints.setdefault(word, hint)
+
     for token, flag, value in _keyword_tokens(tokens, table):
         named.append(token)
-        sentences.append(
+        replaced(
+            token,
+            [flag, value] if value else [flag],
             f"`{token}` is the Python keyword spelling of `{flag}`: on the command line it is "
-            "an option, and a word without dashes is read as an argument."
+            "an option, and a word without dashes is read as an argument.",
+            f"spelled `{flag}` on the command line",
         )
-        remove.append(token)
-        add += [flag, value] if value else [flag]
-        hints.setdefault(token, f"spelled `{flag}` on the command line")
     for flag, value in flag_values(tokens):
         known_here = table.lookup(flag).outcome in ("exact", "abbreviation")
         history = mined.flag_history(context.engine, flag, context.version or "")
@@ -1338,14 +1346,13 @@ def _unrecognized_fix(
         if dashed in foreign and not known_here:
             spelled = foreign[dashed]
             if spelled and table.lookup(spelled).outcome == "exact":
-                sentences.append(
+                replaced(
+                    flag,
+                    [] if spelled in add else [spelled, value] if value else [spelled],
                     f"`{flag}` is {other}'s flag; {release_name} spells the same setting "
-                    f"`{spelled}`."
+                    f"`{spelled}`.",
+                    f"{other}'s spelling of `{spelled}`",
                 )
-                remove.append(flag)
-                if spelled not in add:
-                    add += [spelled, value] if value else [spelled]
-                hints.setdefault(flag, f"{other}'s spelling of `{spelled}`")
             else:
                 sentences.append(
                     f"`{flag}` is {other}'s flag; {context.name} has no flag for it (or sets it "
@@ -1362,19 +1369,21 @@ def _unrecognized_fix(
             if upgrade_to is None or at_least(added_in, upgrade_to):
                 upgrade_to = added_in
         elif dashed != flag and table.lookup(dashed).outcome == "exact":
-            sentences.append(
+            replaced(
+                flag,
+                [dashed, value] if value else [dashed],
                 f"`{flag}` is spelled with underscores; {release_name}'s flag is `{dashed}` "
-                "(this parser does not read `_` as `-`)."
+                "(this parser does not read `_` as `-`).",
+                f"spelled `{dashed}`",
             )
-            remove.append(flag)
-            add += [dashed, value] if value else [dashed]
-            hints.setdefault(flag, f"spelled `{dashed}`")
         elif history is not None and history.kind == "renamed" and len(history.successors) == 1:
             successor = history.successors[0]
-            sentences.append(f"`{flag}` was renamed to `{successor}` ({_gone(history, context)}).")
-            remove.append(flag)
-            add += [successor, value] if value else [successor]
-            hints.setdefault(flag, f"renamed to `{successor}`")
+            replaced(
+                flag,
+                [successor, value] if value else [successor],
+                f"`{flag}` was renamed to `{successor}` ({_gone(history, context)}).",
+                f"renamed to `{successor}`",
+            )
         elif history is not None and history.successors:
             listed = ", ".join(f"`{s}`" for s in history.successors)
             sentences.append(
@@ -1390,22 +1399,22 @@ def _unrecognized_fix(
             by_path = _path_option(flag, value, table) if taking is None else None
             if by_path is not None:
                 taking, written = by_path
-                sentences.append(
+                replaced(
+                    flag,
+                    [taking, written],
                     f"`{flag}` is not a flag of {release_name}; the flag of the same subject "
-                    f'that takes a path is `{taking}` (its help: "{_help_of(taking, table)}").'
+                    f'that takes a path is `{taking}` (its help: "{_help_of(taking, table)}").',
+                    f"`{taking}` takes the path",
                 )
-                remove.append(flag)
-                add += [taking, written]
-                hints.setdefault(flag, f"`{taking}` takes the path")
             elif taking is not None:
-                sentences.append(
+                replaced(
+                    flag,
+                    [taking, value],
                     f"`{flag}` is not a flag of {release_name}; of the near spellings "
                     f"({', '.join(f'`{c}`' for c in close)}), `{taking}` is the nearest that "
-                    f"accepts `{value}`."
+                    f"accepts `{value}`.",
+                    f"`{taking}` takes `{value}`",
                 )
-                remove.append(flag)
-                add += [taking, value]
-                hints.setdefault(flag, f"`{taking}` takes `{value}`")
             elif close:
                 listed = ", ".join(f"`{c}`" for c in close)
                 sentences.append(
