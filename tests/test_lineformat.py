@@ -422,6 +422,16 @@ def test_a_pasted_lines_quote_and_ci_stamp_are_not_its_text() -> None:
     assert both.ts is not None and both.ts.second == 0  # the line's own clock comes first
 
 
+@pytest.mark.parametrize("mark", ["\u258e ", "\u258d ", "\u258c", "\u2503 ", "> \u258e "])
+def test_a_quote_bar_a_page_put_before_a_line_is_not_its_text(mark: str) -> None:
+    """Chat and forum pages quote a log with a bar before each line (``▎ ``): the line inside
+    is read as it was printed, so its error is recognised."""
+    parser = LineParser("pasted.log", 2025)
+    quoted = parser.parse(1, f"{mark}(EngineCore_DP0 pid=7) ValueError: To serve at least one")
+    assert quoted is not None
+    assert (quoted.engine, quoted.text) == ("vllm", "ValueError: To serve at least one")
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -468,3 +478,25 @@ def test_a_log_viewers_level_tag_and_literal_newline_are_not_the_message() -> No
         "[error]Please install vllm[audio] for audio support"
     )
     assert parse("[info]Jobs in queue: 1").text == "Jobs in queue: 1"
+
+
+@pytest.mark.parametrize(
+    ("line", "text"),
+    [
+        (
+            '2025-03-24 22:04:27 | ERROR | stderr |   File "/srv/fastchat/serve/vllm_worker.py"',
+            '  File "/srv/fastchat/serve/vllm_worker.py"',
+        ),
+        (
+            "2025-03-24 22:04:27.123 | ERROR    | worker:run:12 - AttributeError: 'X' object",
+            "AttributeError: 'X' object",
+        ),
+    ],
+)
+def test_a_piped_loggers_columns_are_not_the_line(line: str, text: str) -> None:
+    """FastChat's and loguru's columns (time, level, name) are cut off, the time kept: a
+    traceback so prefixed is read as one, its frames as frames."""
+    record = LineParser("worker.log", 2025).parse(1, line)
+    assert record is not None
+    assert record.text == text
+    assert record.ts is not None and (record.ts.hour, record.ts.minute) == (22, 4)

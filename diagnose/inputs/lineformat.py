@@ -64,6 +64,14 @@ _VLLM = re.compile(
 _VIEWER_LEVEL = re.compile(r"\[(?P<level>info|warn|warning|debug|error|critical)\](?=\S)", re.I)
 """A log viewer's level tag glued to the line (RunPod's ``[info]``, ``[error]``); such viewers
 also show a message's newline as a literal ``\\n`` at its end."""
+_PIPED_LOGGER = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?) \| "
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|SUCCESS|TRACE) *\| (?P<name>[^|\n]{1,80}?)(?: \| | - )"
+)
+"""A Python logger's columns split by bars: FastChat's ``2025-03-24 22:04:27 | ERROR | stderr | ``
+(which routes a worker's stdout and stderr through it, a traceback's lines each so prefixed)
+and loguru's ``2025-03-24 22:04:27.123 | ERROR    | module:function:12 - ``: the line is what
+comes after."""
 _ACTOR_TAG = re.compile(r"\[address=[^\]\s,]+, pid=\d+\] ")
 """The actor framework under xinference (xoscar) writes ``[address=HOST:PORT, pid=N] `` into
 an exception's message, between its class and its words: left out of the message."""
@@ -80,9 +88,14 @@ _CLOCK_LINE = re.compile(
 """A line that is only a clock reading: the first line of an ``nvidia-smi`` table, or
 ``date``'s output. It tells when the capture was taken (the latest evidence of a stall)."""
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
-_PASTED = re.compile(r"^(?:>[ \t]?)*(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?")
-"""What a paste wraps a log line in: Markdown's quote (``> ``, as issue threads quote a log)
-and a CI runner's UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Buildkite's)."""
+_QUOTE_MARKS = ">\u258e\u258d\u258c\u2503"
+_PASTED = re.compile(
+    f"^(?:[{_QUOTE_MARKS}][ \t]?)*"
+    + r"(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?"
+)
+"""What a paste wraps a log line in: a quote's mark (Markdown's ``> ``, as issue threads quote a
+log, or the bar ``▎ `` that chat and forum pages put before a quoted line) and a CI runner's
+UTC stamp (``[2025-11-06T02:10:00.702Z] ``, Jenkins' and Buildkite's)."""
 _RUNTIME_STAMP = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
     r"(?:(?:stdout|stderr) [FP] )?"
@@ -155,7 +168,7 @@ class LineParser:
                 return record
         if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
             return None
-        pasted = _PASTED.match(raw) if raw[:1] in (">", "[") else None
+        pasted = _PASTED.match(raw) if raw[:1] in _QUOTE_MARKS or raw[:1] == "[" else None
         line = raw[pasted.end() :] if pasted else raw
         record = Record(source=self.source, line=line_no, text=line, raw=raw, stream=self.source)
         clock = _CLOCK_LINE.match(line)
@@ -218,6 +231,10 @@ class LineParser:
         viewer = _VIEWER_LEVEL.match(record.text)
         if viewer is not None:  # the line under the tag is what the server wrote
             record.text = record.text[viewer.end() :].removesuffix("\\n")
+        piped = _PIPED_LOGGER.match(record.text) if record.text[:1].isdigit() else None
+        if piped is not None:
+            record.text = record.text[piped.end() :]
+            record.ts = record.ts or self._timed(_parse_iso(piped.group("ts")))
         text = record.text
         sglang = _SGLANG.match(text)
         if sglang:
