@@ -721,6 +721,45 @@ def test_a_refusal_the_engine_calls_temporary_is_fixed_by_the_first_release_with
     assert "does not support this *yet*" in cause.explanation
 
 
+def test_a_model_version_above_every_listed_one_is_a_newer_model_than_the_release() -> None:
+    """MiniCPM-V 4.5 on vLLM 0.10.1: the version shown is above the list, so any later release
+    is the way (the wording's own history is not: a later release renamed only its hole)."""
+    cause = _cause(
+        "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. "
+        "Got version: (4, 5)\n",
+        ("vllm", "0.10.1"),
+    )
+    assert cause.category == "model_unsupported"
+    assert cause.raised_in is not None and "0.10.2 to 0.29.0" in cause.raised_in
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "vllm",
+        ">0.10.1",
+        "upgrade",
+    )
+    assert "newer version of the model" in cause.explanation
+
+
+def test_a_version_list_no_later_release_words_so_is_fixed_by_the_first_that_does_not() -> None:
+    """vLLM 0.10.0 lists MiniCPM-V 2.0 to 2.6 and shows no version; 0.9.2 is the last mined
+    release to word it so, 0.10.2 the first after it."""
+    cause = _cause(
+        "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, and 2.6\n",
+        ("vllm", "0.10.0"),
+    )
+    assert cause.category == "model_unsupported"
+    assert cause.package is not None and cause.package.spec == ">=0.10.2"
+
+
+def test_a_model_version_within_the_list_is_no_upgrade() -> None:
+    cause = _cause(
+        "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. "
+        "Got version: (1, 0)\n",
+        ("vllm", "0.10.2"),
+    )
+    assert cause.package is None
+
+
 def test_no_upgrade_of_an_engine_the_log_does_not_name() -> None:
     message = (
         "AttributeError: Model Phi3ForCausalLM does not support BitsAndBytes quantization yet.\n"

@@ -53,6 +53,20 @@ def nearest_divisor(number: float, near: float) -> float:
     return float(min(candidates, key=lambda c: (abs(c - near), -c)))
 
 
+def blocks_short(shard: float, block: float) -> float:
+    """By how much a parallel size must shrink for a shard of ``shard`` columns to be a whole
+    number of ``block``-wide blocks: the smallest power of two ``k`` with ``shard * k`` a
+    multiple of ``block``.
+
+    >>> blocks_short(192, 128), blocks_short(96, 128), blocks_short(256, 128)
+    (2.0, 4.0, 1.0)
+    """
+    factor = 1
+    while (int(shard) * factor) % int(block) and factor < int(block):
+        factor *= 2
+    return float(factor)
+
+
 _FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min,
     "max": max,
@@ -60,6 +74,7 @@ _FUNCTIONS: dict[str, Callable[..., float]] = {
     "floor": math.floor,
     "ceil": math.ceil,
     "nearest_divisor": nearest_divisor,
+    "blocks_short": blocks_short,
 }
 
 

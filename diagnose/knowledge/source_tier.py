@@ -636,6 +636,7 @@ def _best_hit(
                 hit.cut_short or hit.reworded,
                 -hit.template.fixed_chars,
                 not in_release,
+                _releases_apart(hit.template.versions, index.versions, shown),
                 order,
                 hit.template.id,
             )
@@ -644,6 +645,15 @@ def _best_hit(
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
     return hit, judgement, context
+
+
+def _releases_apart(versions: Sequence[str], known: Sequence[str], shown: str | None) -> int:
+    """How many mined releases lie between the log's release and the nearest that raises the
+    message (0 when no release is shown): of two wordings alike, the nearer one's."""
+    if shown is None:
+        return 0
+    place = sum(1 for version in known if at_least(shown, version))
+    return min((abs(known.index(v) + 1 - place) for v in versions if v in known), default=0)
 
 
 def _raising_release(context: ReleaseContext, hit: TemplateHit) -> ReleaseContext:
@@ -855,7 +865,16 @@ def derive_fix(
     env_set: dict[str, str] = {}
     not_a_choice: list[str] = []  # options shown with a value they do not accept
     table = context.table()
-    later = _newer_release(context, raised_until) if _NOT_YET.search(message) else None
+    not_yet = _NOT_YET.search(message) is not None
+    model_newer = None if not_yet else _model_newer_than_listed(message)
+    later = (
+        _newer_release(context, raised_until)
+        if not_yet
+        # a version the message shows is judged by the numbers, not by the wording's history
+        else _newer_release(context, None if model_newer else raised_until)
+        if model_newer is not False
+        else None
+    )
     if table is not None:
         said = [message, template] if cut_short else [message]
         for setting in (found for text in said for found in _SET_FLAG.finditer(text)):
@@ -902,7 +921,7 @@ def derive_fix(
             f"Set `{not_a_choice[0]}` to one of the values it accepts (listed above): the log "
             "does not say which one this model needs."
         )
-    elif later is not None:
+    elif later is not None and not_yet:
         fix.package = later
         first_without = " is the first mined one without this message" if raised_until else ""
         fix.sentences.append(
@@ -910,6 +929,20 @@ def derive_fix(
             f"planned, and a newer release ({later.spec}{first_without}) may have it. Upgrade, "
             "and read the newer releases' notes for it; where the newest still refuses it, "
             "change the option or model that asks for it."
+        )
+    elif later is not None:
+        fix.package = later
+        shown = (
+            "the checkpoint's version is above every version it lists"
+            if model_newer
+            else "later releases changed this check (this wording was last raised by "
+            f"{mined.ENGINE_NAMES.get(context.engine, context.engine)} {raised_until})"
+        )
+        fix.sentences.append(
+            f"The model's code in this release takes only the model versions it lists, and "
+            f"{shown}: the checkpoint is a newer version of the model than this release "
+            f"supports. Upgrade to a release that supports it ({later.spec}), or serve a "
+            "checkpoint of a version the message lists."
         )
     elif not fix.notes:
         fix.notes.append(
@@ -926,6 +959,32 @@ _NOT_YET = re.compile(
 )
 """A refusal the engine says is temporary (``... does not support BitsAndBytes quantization
 yet``): a later release is where the support lands."""
+
+
+_VERSION_LIST_REFUSAL = re.compile(
+    r"\bonly supports? (?:\w+ )?versions? (?P<listed>\d[\d.]*(?:,? (?:and )?\d[\d.]*)*)"
+    r"(?:\.? ?Got (?:\w+ )?version:? \(?(?P<got>\d+(?:[., ]+\d+)*)\)?)?",
+    re.IGNORECASE,
+)
+"""A model's code that takes only the model versions it lists (``MiniCPMV only supports versions
+2.0, 2.5, 2.6, 4.0. Got version: (4, 5)``)."""
+
+
+def _model_newer_than_listed(message: str) -> bool | None:
+    """For a refusal that lists the model versions it takes: whether the version it shows is
+    above all of them (True), not above (False), or not shown (None); False for any other
+    message."""
+    found = _VERSION_LIST_REFUSAL.search(message)
+    if found is None:
+        return False
+    if found.group("got") is None:
+        return None
+    listed = re.findall(r"\d+(?:\.\d+)?", found.group("listed"))
+    got = ".".join(re.findall(r"\d+", found.group("got")))
+    try:
+        return Version(got) > max(Version(value) for value in listed)
+    except InvalidVersion:
+        return False
 
 
 def _newer_release(context: ReleaseContext, raised_until: str | None) -> PackageAction | None:
