@@ -767,3 +767,17 @@ def test_no_upgrade_of_an_engine_the_log_does_not_name() -> None:
     cause = _cause(message)
     assert cause.tier == "engine_source"
     assert cause.package is None
+
+
+def test_a_value_the_message_offers_outright_for_its_flag_is_the_fix() -> None:
+    """SGLang lists the modules to add, or offers `all`: the one value that fits any adapter."""
+    cause = _cause(
+        "ValueError: LoRA adapter 'ce37' contains target modules ['down_proj', 'o_proj'] that "
+        "are not included in the specified --lora-target-modules ['embed_tokens']. Please "
+        "update --lora-target-modules to include all required modules: ['down_proj', "
+        "'embed_tokens', 'o_proj'], or use 'all' to enable all supported modules.\n",
+        ("sglang", "0.5.1.post3"),
+    )
+    assert cause.tier == "engine_source"
+    assert cause.patch is not None
+    assert cause.patch.args_add == ["--lora-target-modules", "all"]

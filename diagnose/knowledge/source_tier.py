@@ -55,6 +55,14 @@ _SET_FLAG = re.compile(
     rf"(?:(?P<bound>above|below|over|under)\s+)?)[`'\"]?{_NOT_A_VALUE}(?P<value>{_VALUE}))?",
     re.IGNORECASE,
 )
+_USE_QUOTED_VALUE = re.compile(
+    rf"\b(?P<verb>update|set|change)\s+(?:the\s+)?[`'\"]?(?P<flag>{_FLAG})\b[^.]{{0,200}}?"
+    r"\bor use [`'\"](?P<value>[\w.-]+)[`'\"](?P<bound>(?!))?",
+    re.IGNORECASE,
+)
+"""A message that offers one value outright for the flag it asks to change (``Please update
+--lora-target-modules to include all required modules: [...], or use 'all' to enable all
+supported modules``): the value it offers is the fix."""
 _DIRECTION = {
     "rais": "higher",
     "increas": "higher",
@@ -877,7 +885,13 @@ def derive_fix(
     )
     if table is not None:
         said = [message, template] if cut_short else [message]
-        for setting in (found for text in said for found in _SET_FLAG.finditer(text)):
+        settings = (
+            found
+            for text in said
+            for pattern in (_SET_FLAG, _USE_QUOTED_VALUE)
+            for found in pattern.finditer(text)
+        )
+        for setting in settings:
             if setting.group("flag") not in args_add:
                 args_add += _flag_setting(setting, values, table, context, fix)
         if not args_add:
