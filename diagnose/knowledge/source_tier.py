@@ -875,14 +875,12 @@ def derive_fix(
     table = context.table()
     not_yet = _NOT_YET.search(message) is not None
     model_newer = None if not_yet else _model_newer_than_listed(message)
-    later = (
-        _newer_release(context, raised_until)
-        if not_yet
-        # a version the message shows is judged by the numbers, not by the wording's history
-        else _newer_release(context, None if model_newer else raised_until)
-        if model_newer is not False
-        else None
-    )
+    if not_yet:
+        later = _newer_release(context, raised_until)
+    elif model_newer is False:
+        later = None
+    else:  # a model version the message shows is judged by its numbers, not by the wording
+        later = _newer_release(context, None if model_newer else raised_until)
     if table is not None:
         said = [message, template] if cut_short else [message]
         settings = (
