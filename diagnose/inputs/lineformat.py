@@ -66,7 +66,7 @@ _VIEWER_LEVEL = re.compile(r"\[(?P<level>info|warn|warning|debug|error|critical)
 also show a message's newline as a literal ``\\n`` at its end."""
 _PIPED_LOGGER = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?) \| "
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|SUCCESS|TRACE) *\| (?P<name>[^|\n]{1,80}?)(?: \| | - )"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|SUCCESS|TRACE) *\| [^|\n]{1,80}?(?: \| | - )"
 )
 """A Python logger's columns split by bars: FastChat's ``2025-03-24 22:04:27 | ERROR | stderr | ``
 (which routes a worker's stdout and stderr through it, a traceback's lines each so prefixed)
@@ -168,7 +168,7 @@ class LineParser:
                 return record
         if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
             return None
-        pasted = _PASTED.match(raw) if raw[:1] in _QUOTE_MARKS or raw[:1] == "[" else None
+        pasted = _PASTED.match(raw) if raw[:1] and raw[:1] in _QUOTE_MARKS + "[" else None
         line = raw[pasted.end() :] if pasted else raw
         record = Record(source=self.source, line=line_no, text=line, raw=raw, stream=self.source)
         clock = _CLOCK_LINE.match(line)
