@@ -740,6 +740,22 @@ def test_a_model_version_above_every_listed_one_is_a_newer_model_than_the_releas
     assert "newer version of the model" in cause.explanation
 
 
+def test_a_newer_model_on_a_release_the_log_does_not_show_is_the_newest_release() -> None:
+    """The engine is known from the traceback's paths, its release is not: the newest."""
+    cause = _cause(
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/models/minicpmv.py",'
+        " line 1432, in __new__\n"
+        "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. "
+        "Got version: (4, 5)\n"
+    )
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "vllm",
+        "",
+        "upgrade",
+    )
+
+
 def test_a_version_list_no_later_release_words_so_is_fixed_by_the_first_that_does_not() -> None:
     """vLLM 0.10.0 lists MiniCPM-V 2.0 to 2.6 and shows no version; 0.9.2 is the last mined
     release to word it so, 0.10.2 the first after it."""

@@ -881,6 +881,8 @@ def derive_fix(
         later = None
     else:  # a model version the message shows is judged by its numbers, not by the wording
         later = _newer_release(context, None if model_newer else raised_until)
+        if later is None and model_newer and context.shown is None and not context.guessed:
+            later = PackageAction(name=context.engine, spec="", action="upgrade")
     if table is not None:
         said = [message, template] if cut_short else [message]
         settings = (
@@ -953,8 +955,8 @@ def derive_fix(
         fix.sentences.append(
             f"The model's code in this release takes only the model versions it lists, and "
             f"{shown}: the checkpoint is a newer version of the model than this release "
-            f"supports. Upgrade to a release that supports it ({later.spec}), or serve a "
-            "checkpoint of a version the message lists."
+            f"supports. Upgrade to a release that supports it ({later.spec or 'the newest'}), "
+            "or serve a checkpoint of a version the message lists."
         )
     elif not fix.notes:
         fix.notes.append(
