@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from diagnose.core.models import Confidence, Evidence, Finding, Patch, Role, Severity
+from diagnose.core.models import (
+    Confidence,
+    Evidence,
+    Finding,
+    PackageAction,
+    Patch,
+    Role,
+    Severity,
+)
 from diagnose.knowledge import mined
 from diagnose.knowledge.deferred import ReleaseFixChecks
 from diagnose.knowledge.release_flags import checked_flags, newer_flags
@@ -105,3 +113,39 @@ def test_an_option_the_log_does_not_show_refused_is_dropped_as_the_finding_says(
         }
     )
     assert checks(changed, "vllm", None) is changed  # a value changed, not an option dropped
+
+
+def _program_passing(keyword: str, program: str) -> Finding:
+    """A finding whose fix is a program's upgrade: its code passed ``keyword`` to EngineArgs."""
+    return _adding().model_copy(
+        update={
+            "patch": None,
+            "package": PackageAction(name=program, spec="", action="upgrade"),
+            "evidence": [
+                Evidence(
+                    source="x.log",
+                    line=1,
+                    text="TypeError: EngineArgs.__init__() got an unexpected keyword argument "
+                    f"'{keyword}'",
+                )
+            ],
+        }
+    )
+
+
+def test_a_keyword_newer_releases_have_makes_the_engine_the_upgrade_not_the_program() -> None:
+    """TRL passed `worker_extension_cls`, which came with a later vLLM: TRL is not behind."""
+    checks = ReleaseFixChecks()
+    fixed = checks(_program_passing("worker_extension_cls", "trl"), "vllm", None)
+    assert fixed.package is not None
+    assert (fixed.package.name, fixed.package.action) == ("vllm", "upgrade")
+    assert fixed.package.spec.startswith(">=")
+    assert "`trl` is written for that newer vLLM" in (fixed.patch_note or "")
+
+
+def test_a_keyword_the_engine_dropped_leaves_the_programs_upgrade() -> None:
+    """OpenRLHF still passed `worker_use_ray`, which vLLM removed: OpenRLHF is behind."""
+    checks = ReleaseFixChecks()
+    finding = _program_passing("worker_use_ray", "openrlhf")
+    assert checks(finding, "vllm", "0.7.0").package == finding.package
+    assert checks(finding, "vllm", None).package == finding.package

@@ -5,6 +5,7 @@ package: it imports the tiers, and no tier imports it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -85,7 +86,8 @@ class ReleaseFixChecks:
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
-        refused = _refused_flags(finding, engine_version) if finding.package is None else []
+        own_package = finding.package is not None and finding.package.name == engine
+        refused = [] if own_package else _refused_flags(finding, engine_version)
         if refused:
             from diagnose.knowledge.release_flags import newer_flags
 
@@ -114,21 +116,35 @@ def _to_check(words: list[str], engine: str | None, engine_version: str | None) 
     )
 
 
+_ARGUMENT_CLASS_KEYWORD = re.compile(
+    r"\b(?:Async)?(?:EngineArgs|ServerArgs)\.__init__\(\) got an unexpected keyword argument "
+    r"'(?P<keyword>\w+)'"
+)
+
+
 def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
     """The flags the patch drops (not set again: that is a value changed) that the installed
     engine lacks, by the release in the log or by the evidence (argparse's unrecognized
-    arguments, the argument class's unexpected keyword): newer releases may have them."""
-    if finding.patch is None:
-        return []
-    added = {word for word in finding.patch.args_add if word.startswith("--")}
+    arguments, the argument class's unexpected keyword), and the keywords the engine's argument
+    class refused where a program's code passed them (no patch drops those): newer releases
+    may have them."""
     said = " ".join(e.message or e.text for e in finding.evidence)
+    passed = [
+        "--" + found.group("keyword").replace("_", "-")
+        for found in _ARGUMENT_CLASS_KEYWORD.finditer(said)
+    ]
+    if finding.patch is None:
+        return passed if finding.package is not None else []
+    added = {word for word in finding.patch.args_add if word.startswith("--")}
 
     def refused(flag: str) -> bool:
         keyword = f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
         return keyword in said or ("unrecognized arguments" in said and flag in said)
 
-    return [
+    dropped = [
         flag
         for flag in finding.patch.args_remove
         if flag not in added and (engine_version is not None or refused(flag))
     ]
+    program_passed = finding.package is not None and not finding.patch.args_remove
+    return dropped or (passed if program_passed else [])

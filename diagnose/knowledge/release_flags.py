@@ -85,9 +85,10 @@ def newer_flags(
     them instead, since the option is what the launcher, config file or documentation in use
     was written for."""
     patch = finding.patch
-    if patch is None or not patch.args_remove or finding.package is not None:
+    program = finding.package  # a program's upgrade: its code passes the refused option
+    if engine not in mined.ENGINES or (program is not None and program.name == engine):
         return finding
-    if engine not in mined.ENGINES:
+    if program is None and (patch is None or not patch.args_remove):
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
@@ -103,11 +104,16 @@ def newer_flags(
         f"every release since: the installed {name} is older than what passes it. Upgrade, or "
         "take the option out of what passes it."
     )
+    if program is not None:
+        note += f" `{program.name}` is written for that newer {name}: it needs no upgrade itself."
+    kept = (
+        patch.model_copy(update={"args_remove": [f for f in patch.args_remove if f not in dropped]})
+        if patch is not None
+        else None
+    )
     return finding.model_copy(
         update={
-            "patch": patch.model_copy(
-                update={"args_remove": [f for f in patch.args_remove if f not in dropped]}
-            ),
+            "patch": kept,
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
         }
