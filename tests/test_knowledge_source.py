@@ -797,3 +797,17 @@ def test_a_value_the_message_offers_outright_for_its_flag_is_the_fix() -> None:
     assert cause.tier == "engine_source"
     assert cause.patch is not None
     assert cause.patch.args_add == ["--lora-target-modules", "all"]
+
+
+def test_a_check_no_later_release_writes_is_read_with_the_first_release_without_it() -> None:
+    """vLLM 0.6.6.post1 is the last mined release to refuse a world larger than TP x PP; an
+    engine run inside a trainer's larger world (a colocated rollout) starts from 0.7.3 on."""
+    cause = _cause(
+        "RuntimeError: world_size (8) is not equal to tensor_model_parallel_size (4) x "
+        "pipeline_model_parallel_size (1)\n",
+        ("vllm", "0.6.3.post1"),
+    )
+    assert cause.category == "launch_args"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec) == ("vllm", ">=0.7.3")
+    assert "changed or removed" in cause.explanation

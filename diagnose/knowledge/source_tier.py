@@ -281,8 +281,8 @@ def engine_source_findings(
             return [found]
         best = _best_hit(candidate, engines, incident.engine_version, knowledge)
         if best is not None:
-            hit, judgement, context = best
-            return [_finding(hit, judgement, context, candidate)]
+            hit, judgement, context, last_raised = best
+            return [_finding(hit, judgement, context, candidate, last_raised)]
         mismatch = _own_code_mismatch(candidate, engines, incident.engine_version)
         if mismatch is not None:
             return [mismatch]
@@ -609,10 +609,13 @@ def _context(engine: str, shown: str | None) -> ReleaseContext:
 
 def _best_hit(
     candidate: Candidate, engines: Sequence[str], shown: str | None, knowledge: Knowledge
-) -> tuple[TemplateHit, Judgement, ReleaseContext] | None:
+) -> tuple[TemplateHit, Judgement, ReleaseContext, str | None] | None:
     """The most specific template ``candidate`` is an instance of that names a cause: the
-    engine's own before a library's, one of the log's release before an older or newer one."""
+    engine's own before a library's, one of the log's release before an older or newer one;
+    with it, the newest release of its source that writes any message the line is an instance
+    of (a later wording that renamed only a hole still writes it)."""
     ranked = []
+    last_raised: dict[str, str] = {}
     for order, source in enumerate([*engines, "libraries"]):
         index = builtin_index(source)
         if index is None:
@@ -624,6 +627,9 @@ def _best_hit(
         for hit in match_message(index, candidate.text):
             if _mostly_holes(hit):
                 continue
+            newest = hit.template.versions[-1] if hit.template.versions else None
+            if newest and not at_least(last_raised.get(source, "0"), newest):
+                last_raised[source] = newest
             hit_context = _raising_release(context, hit) if source != "libraries" else context
             judgement = knowledge.judge(hit)
             if judgement.role == "cause" and judgement.category is None:
@@ -652,7 +658,7 @@ def _best_hit(
     if not ranked:
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
-    return hit, judgement, context
+    return hit, judgement, context, last_raised.get(hit.template.source)
 
 
 def _releases_apart(versions: Sequence[str], known: Sequence[str], shown: str | None) -> int:
@@ -745,7 +751,11 @@ def _release_words(versions: Sequence[str], context: ReleaseContext) -> str:
 
 
 def _finding(
-    hit: TemplateHit, judgement: Judgement, context: ReleaseContext, candidate: Candidate
+    hit: TemplateHit,
+    judgement: Judgement,
+    context: ReleaseContext,
+    candidate: Candidate,
+    last_raised: str | None,
 ) -> Finding:
     template = hit.template
     where = _where(hit, context)
@@ -755,7 +765,7 @@ def _finding(
         context,
         template.text,
         hit.cut_short or hit.reworded,
-        raised_until=template.versions[-1] if template.source != "libraries" else None,
+        raised_until=last_raised if template.source != "libraries" else None,
     )
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
@@ -957,6 +967,14 @@ def derive_fix(
             f"{shown}: the checkpoint is a newer version of the model than this release "
             f"supports. Upgrade to a release that supports it ({later.spec or 'the newest'}), "
             "or serve a checkpoint of a version the message lists."
+        )
+    elif (changed := _newer_release(context, raised_until) if raised_until else None) is not None:
+        fix.package = changed
+        fix.sentences.append(
+            f"No mined release after {context.name} {raised_until} writes this message: the "
+            f"check was changed or removed there. Where the settings it names are what was "
+            f"meant, a release {changed.spec} may start where this one refuses; read its notes "
+            "for the check before upgrading."
         )
     elif not fix.notes:
         fix.notes.append(
