@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeGuard, TypeVar
+from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -29,6 +29,9 @@ from diagnose.knowledge.deferred import (
     ReleaseFactsTier,
     ReleaseFixChecks,
 )
+
+if TYPE_CHECKING:
+    from diagnose.core.signature_file import SignatureFile
 
 CACHE_DIR_VARIABLE = "DIAGNOSE_CACHE_DIR"
 """Where the parsed library is kept between runs (default: ``$XDG_CACHE_HOME/diagnose``);
@@ -78,12 +81,14 @@ def _parse_yaml(path: Path, content: bytes) -> object:
         raise UserError(f"{path}: not valid YAML: {detail}") from None
 
 
-def load_file(path: Path) -> Signature:
+def load_file(path: Path) -> SignatureFile:
     """Load one signature file; the id is the file stem."""
     return _validate(path, _parse_yaml(path, _read_bytes(path)))
 
 
-def _validate(path: Path, data: object) -> Signature:
+def _validate(path: Path, data: object) -> SignatureFile:
+    from diagnose.core.signature_file import SignatureFile  # only where files are read
+
     if not isinstance(data, dict):
         raise UserError(
             f"{path}: a signature file holds a mapping of keys, not {type(data).__name__}"
@@ -95,7 +100,7 @@ def _validate(path: Path, data: object) -> Signature:
             help=f"rename the file to {declared}.yaml or set id: {path.stem}",
         )
     try:
-        return Signature.model_validate(data)
+        return SignatureFile.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
@@ -124,6 +129,7 @@ def cache_dir() -> Path | None:
 
 _SCHEMA_SOURCES = (
     *(Path(str(module.__file__)) for module in (signature_schema, models, expr, versions)),
+    Path(str(signature_schema.__file__)).with_name("signature_file.py"),  # not imported here
     Path(__file__),
 )
 """The code that turns YAML into the cached objects: a checkout that changes it under the same
@@ -210,20 +216,33 @@ def _through_cache(
 
 
 def _signatures(cached: object) -> TypeGuard[list[Signature]]:
-    return isinstance(cached, list) and all(isinstance(item, Signature) for item in cached)
+    return isinstance(cached, list) and all(type(item) is Signature for item in cached)
+
+
+def _signature_files(cached: object) -> TypeGuard[list[SignatureFile]]:
+    from diagnose.core.signature_file import SignatureFile  # a diagnosis never reads files
+
+    return isinstance(cached, list) and all(isinstance(item, SignatureFile) for item in cached)
 
 
 def _patterns(cached: object) -> TypeGuard[tuple[Pattern, ...]]:
     return isinstance(cached, tuple) and all(isinstance(item, Pattern) for item in cached)
 
 
-def load_directory(directory: Path) -> list[Signature]:
+def _read_directory(directory: Path) -> tuple[list[Path], list[bytes]]:
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory of signatures")
     paths = signature_files(directory)
-    contents = [_read_bytes(path) for path in paths]
+    return paths, [_read_bytes(path) for path in paths]
 
-    def load() -> list[Signature]:
+
+def load_directory(directory: Path) -> list[SignatureFile]:
+    """The signature files in ``directory``, examples and all."""
+    return _files(*_read_directory(directory))
+
+
+def _files(paths: list[Path], contents: list[bytes]) -> list[SignatureFile]:
+    def load() -> list[SignatureFile]:
         loaded: dict[str, Path] = {}
         signatures = []
         for path, content in zip(paths, contents, strict=True):
@@ -237,17 +256,45 @@ def load_directory(directory: Path) -> list[Signature]:
             signatures.append(signature)
         return signatures
 
-    return _through_cache("library", paths, contents, load, _signatures)
+    return _through_cache("library", paths, contents, load, _signature_files)
+
+
+def load_signatures(directory: Path) -> list[Signature]:
+    """The signatures in ``directory`` without their examples, as a diagnosis reads them (kept
+    apart: the examples are two fifths of what a warm run would otherwise unpickle)."""
+    paths, contents = _read_directory(directory)
+
+    def load() -> list[Signature]:
+        return [file.signature() for file in _files(paths, contents)]
+
+    return _through_cache("signatures", paths, contents, load, _signatures)
+
+
+_Signature = TypeVar("_Signature", bound=Signature)
 
 
 def load_library(
     extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True
 ) -> list[Signature]:
-    """Built-in signatures, then site, user and ``--signatures`` ones; later ids override."""
-    by_id: dict[str, Signature] = {}
+    """Built-in signatures, then site, user and ``--signatures`` ones; later ids override.
+    Without their examples: :func:`load_signature_files` has them."""
+    return _library(load_signatures, extra_dirs, include_user_dirs)
+
+
+def load_signature_files(
+    extra_dirs: Iterable[Path] = (), include_user_dirs: bool = True
+) -> list[SignatureFile]:
+    """:func:`load_library` with each signature's examples (to test, lint or show them)."""
+    return _library(load_directory, extra_dirs, include_user_dirs)
+
+
+def _library(
+    load: Callable[[Path], list[_Signature]], extra_dirs: Iterable[Path], include_user_dirs: bool
+) -> list[_Signature]:
+    by_id: dict[str, _Signature] = {}
     directories = [builtin_dir(), *(user_dirs() if include_user_dirs else []), *extra_dirs]
     for directory in directories:
-        for signature in load_directory(Path(directory)):
+        for signature in load(Path(directory)):
             if signature.id in by_id and directory != builtin_dir():
                 _say_override(signature.id, Path(directory))
             by_id[signature.id] = signature

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from diagnose.core import expr
 from diagnose.core.engine import Engine
-from diagnose.core.signature import Example, Signature
+from diagnose.core.signature import Signature
+from diagnose.core.signature_file import Example, SignatureFile
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
 from diagnose.library import load_facts
@@ -74,7 +75,7 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
     return ExampleResult(signature.id, example.name, positive, passed, problems, example.xfail)
 
 
-def check_signature(signature: Signature) -> list[ExampleResult]:
+def check_signature(signature: SignatureFile) -> list[ExampleResult]:
     results = [check_example(signature, e, True) for e in signature.examples.positive]
     results += [check_example(signature, e, False) for e in signature.examples.negative]
     return results

@@ -201,9 +201,9 @@ def test_drop_in_rendering_refuses_control_characters_in_any_key_or_value() -> N
 
 def test_a_value_from_the_log_with_a_newline_gives_no_fix_rather_than_a_crash() -> None:
     from diagnose.core import ranking
-    from diagnose.core.signature import Signature
+    from diagnose.core.signature_file import SignatureFile
 
-    signature = Signature.model_validate(
+    signature = SignatureFile.model_validate(
         {
             "id": "x-test",
             "title": "t",
@@ -385,9 +385,9 @@ def test_every_example_with_numbers_of_hundreds_of_digits_gives_a_report() -> No
     from diagnose.core.engine import Engine
     from diagnose.inputs.files import LogInput
     from diagnose.inputs.pipeline import run_logs
-    from diagnose.library import load_facts, load_library
+    from diagnose.library import load_facts, load_signature_files
 
-    library, facts = load_library(include_user_dirs=False), load_facts()
+    library, facts = load_signature_files(include_user_dirs=False), load_facts()
     for signature in library:
         for example in signature.examples.positive:
             log = re_module.sub(r"\d+", "9" * 400, example.log)

@@ -12,12 +12,12 @@ from diagnose.core.scan import NeedleScanner
 from diagnose.inputs.files import CHUNK_BYTES, MAX_LINE_BYTES, LogInput, cr_line_ends, events
 from diagnose.inputs.lineformat import LineParser, clean
 from diagnose.inputs.pipeline import run_logs
-from diagnose.library import load_facts, load_library
+from diagnose.library import load_facts, load_signature_files
 
 
 @functools.cache
 def _library():
-    return load_library(include_user_dirs=False), load_facts()
+    return load_signature_files(include_user_dirs=False), load_facts()
 
 
 @functools.cache

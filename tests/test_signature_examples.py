@@ -15,12 +15,19 @@ import pytest
 
 from diagnose.core.errors import UserError
 from diagnose.core.models import Severity
-from diagnose.core.signature import Example, Signature
-from diagnose.library import load_directory, load_file, load_library, load_relations
+from diagnose.core.signature import Signature
+from diagnose.core.signature_file import Example
+from diagnose.library import (
+    load_directory,
+    load_file,
+    load_library,
+    load_relations,
+    load_signature_files,
+)
 from diagnose.testing import ExampleResult, check_signature
 from tests.conftest import invoke
 
-LIBRARY = {s.id: s for s in load_library(include_user_dirs=False)}
+LIBRARY = {s.id: s for s in load_signature_files(include_user_dirs=False)}
 
 
 @functools.cache

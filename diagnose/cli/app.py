@@ -778,9 +778,9 @@ def signatures_test(
 def signatures_lint(signature_dirs: SignatureDirs = None) -> None:
     """Check the library for what a reviewer would catch: untested needles and patches."""
     from diagnose.commands import signatures as signature_commands
-    from diagnose.library import load_library
+    from diagnose.library import load_signature_files
 
-    problems = signature_commands.lint(load_library(signature_dirs or []))
+    problems = signature_commands.lint(load_signature_files(signature_dirs or []))
     for problem in problems:
         typer.echo(f"{problem.signature}: {problem.message}")
     typer.echo(f"{len(problems)} problem(s)")

@@ -11,7 +11,8 @@ import yaml
 from diagnose.core.errors import UserError
 from diagnose.core.ranking import choose_patch
 from diagnose.core.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
-from diagnose.library import builtin_dir, load_directory, load_library
+from diagnose.core.signature_file import SignatureFile
+from diagnose.library import builtin_dir, load_directory, load_signature_files
 from diagnose.testing import ExampleResult, check_signature, run_log
 
 
@@ -31,8 +32,8 @@ def markdown_table(signatures: list[Signature]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def find(signature_id: str, signature_dirs: list[Path]) -> Signature:
-    for signature in load_library(signature_dirs):
+def find(signature_id: str, signature_dirs: list[Path]) -> SignatureFile:
+    for signature in load_signature_files(signature_dirs):
         if signature.id == signature_id:
             return signature
     raise UserError(
@@ -40,13 +41,13 @@ def find(signature_id: str, signature_dirs: list[Path]) -> Signature:
     )
 
 
-def show(signature: Signature) -> str:
+def show(signature: SignatureFile) -> str:
     """The signature as YAML, defaults left out, so it reads like the file that defines it."""
     data = signature.model_dump(mode="json", exclude_defaults=True)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def explain(signature: Signature) -> str:
+def explain(signature: SignatureFile) -> str:
     """What a signature means, in prose: for a reader, not for the engine.
 
     Texts that depend on the incident keep their ``{placeholders}``; conditional parts are
@@ -96,7 +97,7 @@ def explain(signature: Signature) -> str:
 
 
 def schema() -> str:
-    return json.dumps(Signature.model_json_schema(), indent=2, sort_keys=True) + "\n"
+    return json.dumps(SignatureFile.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def test(directory: Path | None) -> list[ExampleResult]:
@@ -121,7 +122,7 @@ def _main_patterns(signature: Signature) -> list[Pattern]:
     return [match]
 
 
-def lint(signatures: list[Signature]) -> list[LintProblem]:
+def lint(signatures: list[SignatureFile]) -> list[LintProblem]:
     """What the loader cannot refuse but a reviewer would: untested needles and patches."""
     problems: list[LintProblem] = []
     for signature in signatures:

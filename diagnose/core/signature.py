@@ -266,34 +266,6 @@ class PreflightRule(_Schema):
         return [value] if isinstance(value, str) else value
 
 
-class Example(_Schema):
-    name: str
-    log: str
-    lines: list[int] = Field(
-        default_factory=empty_list, description="1-based lines the evidence must point at."
-    )
-    captures: dict[str, str] = Field(
-        default_factory=empty_dict, description="Values the match must capture or derive."
-    )
-    confidence: Confidence | None = Field(
-        default=None, description="The confidence the finding must have (e.g. low when demoted)."
-    )
-    category: str | None = Field(
-        default=None, description="The category the finding must have (where `categories` vary)."
-    )
-    xfail: str | None = Field(default=None, description="A known gap, with the reason.")
-    superseded_by: str | None = Field(
-        default=None,
-        description="The signature that is primary when the whole library reads this log, "
-        "when it is not this one (a critical signature's example must name it).",
-    )
-
-
-class Examples(_Schema):
-    positive: list[Example] = Field(min_length=1)
-    negative: list[Example] = Field(min_length=1)
-
-
 class Versions(_Schema):
     """The engine versions a signature applies to (bounds inclusive, compared by release
     numbers: 0.5.10 > 0.5.9; a bound takes in its sub-releases, so max 0.5.10 includes
@@ -320,6 +292,9 @@ class Versions(_Schema):
 
 
 class Signature(_Schema):
+    """What the engine reads of a signature file: all of it but the examples (see
+    :mod:`diagnose.core.signature_file`)."""
+
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     title: str
     engines: list[Engine] = Field(default_factory=lambda: list[Engine](["any"]))
@@ -406,7 +381,6 @@ class Signature(_Schema):
         description="Launch configurations that fail this way, caught before the start "
         "(alternatives: any one rule reports it).",
     )
-    examples: Examples
 
     _derived: dict[str, Arithmetic] | None = PrivateAttr(default=None)
     _conditions: dict[str, Condition] = PrivateAttr(default_factory=dict)
