@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from itertools import groupby
+from typing import TYPE_CHECKING, cast
 
 from rich.console import Console, RenderableType
 from rich.padding import Padding
@@ -298,8 +299,13 @@ def _unit_fix(diagnosis: Diagnosis) -> list[RenderableType]:
 
 
 def _print(console: Console, parts: Sequence[RenderableType]) -> None:
-    for part in parts:
-        console.print(part, soft_wrap=isinstance(part, Verbatim))
+    """Consecutive lines to copy go out as one text (a print costs more than such a line)."""
+    for copied, group in groupby(parts, key=lambda part: isinstance(part, Verbatim)):
+        if copied:
+            console.print(Text("\n").join(cast("Iterator[Verbatim]", group)), soft_wrap=True)
+        else:
+            for part in group:
+                console.print(part)
 
 
 def _host_table(diagnosis: Diagnosis) -> Table:
