@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.core.errors import ExitCode, UserError
-from diagnose.core.models import AttemptSummary, Diagnosis, Verification
+from diagnose.core.models import Diagnosis
+from diagnose.core.verification import AttemptSummary, Verification
 from diagnose.inputs import journal as source
 from diagnose.runs.journal import JournalOptions, Say, diagnose_scope, journal_query
 
