@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard, TypeVar
 
+import regex
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -138,9 +139,10 @@ version must not read objects of the old shape."""
 
 @functools.cache
 def _schema_digest() -> bytes | None:
-    """The version and the schema's source, hashed once per run (every cache entry is keyed
-    by them); None when the source cannot be read."""
-    digest = hashlib.sha256(__version__.encode())
+    """The version, the schema's source and the ``regex`` release (the cache keeps compiled
+    patterns, in its own format), hashed once per run (every cache entry is keyed by them);
+    None when the source cannot be read."""
+    digest = hashlib.sha256(f"{__version__} regex {regex.__version__}".encode())
     try:
         for source in _SCHEMA_SOURCES:
             digest.update(source.read_bytes())

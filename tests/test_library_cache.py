@@ -1,6 +1,6 @@
 """The loaded library is kept between runs, keyed by the files' bytes and the schema's code: a
-later run neither parses YAML nor validates, compiles each regex only when a line needs it, and
-a stale, corrupt or foreign cache entry is harmless."""
+later run neither parses YAML nor validates nor compiles (it reads a regex's compiled code only
+when a line needs it), and a stale, corrupt or foreign cache entry is harmless."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import regex
 
 from diagnose import library
 from diagnose.core.errors import UserError
@@ -55,6 +56,10 @@ def _no_validation(cls: type, *args: object, **kwargs: object) -> object:
     raise AssertionError(f"{cls.__name__} was validated although the cache holds it")
 
 
+def _no_compiling(pattern: str, *args: object, **kwargs: object) -> object:
+    raise AssertionError(f"{pattern!r} was compiled although the cache holds it")
+
+
 def test_second_load_reads_the_cache_and_gives_the_same_signatures(
     signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,12 +71,13 @@ def test_second_load_reads_the_cache_and_gives_the_same_signatures(
     assert [s.model_dump() for s in second] == [s.model_dump() for s in first]
 
 
-def test_the_cache_holds_no_compiled_regex(signatures: Path, cache: Path) -> None:
+def test_the_cache_keeps_compiled_regexes_unread(signatures: Path, cache: Path) -> None:
     (cold,) = load_directory(signatures)
     assert cold.patterns()[0]._compiled is not None  # compiled, and so checked, when loaded
     (entry,) = _entries(cache)
     (kept,) = pickle.loads(entry.read_bytes())
     assert [p._compiled for p in kept.patterns()] == [None] * len(kept.patterns())
+    assert all(p._compiled_pickle for p in kept.patterns())  # as `regex` pickles a pattern
     assert kept._conditions == {} and kept._derived is None
 
 
@@ -88,13 +94,14 @@ def test_cached_derived_values_are_parsed_when_first_used(tmp_path: Path, cache:
     }
 
 
-def test_cached_patterns_compile_when_first_used_and_still_match(
-    signatures: Path, cache: Path
+def test_cached_patterns_are_read_when_first_used_and_still_match(
+    signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     load_directory(signatures)
     (signature,) = load_directory(signatures)
     pattern = signature.patterns()[0]
-    assert pattern._compiled is None  # not compiled at load
+    assert pattern._compiled is None  # not read at load
+    monkeypatch.setattr(regex, "compile", _no_compiling)
     found = pattern.compiled.search(EXEC_FAILED)
     assert found is not None and found.group("step") == "EXEC"
 
@@ -161,6 +168,19 @@ def test_a_changed_schema_module_is_a_new_entry(
     load_directory(signatures)
     source.write_text("class Signature:\n    added: int\n")
     schema_digest.cache_clear()  # the next run reads the schema's source again
+    load_directory(signatures)
+    assert len(_entries(cache)) == 2
+
+
+def test_another_regex_release_is_a_new_entry(
+    signatures: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache keeps patterns compiled, in the ``regex`` release's own format."""
+    schema_digest = functools.cache(library._schema_digest.__wrapped__)  # this test's own
+    monkeypatch.setattr(library, "_schema_digest", schema_digest)
+    load_directory(signatures)
+    monkeypatch.setattr(regex, "__version__", "0.0.0")
+    schema_digest.cache_clear()  # the next run reads the release again
     load_directory(signatures)
     assert len(_entries(cache)) == 2
 
