@@ -536,3 +536,18 @@ def test_a_missing_top_level_module_is_installed_under_its_distribution_name() -
     plain = primary(run_text("ModuleNotFoundError: No module named 'sentencepiece'\n"))
     assert plain is not None and plain.package is not None
     assert plain.package.name == "sentencepiece"
+
+
+def test_a_message_the_log_wrapped_mid_sentence_is_quoted_whole() -> None:
+    """A pasted error broken over lines (a forum or a terminal wrapped it): the lines that go
+    on with its sentence are evidence too; an addendum after a full stop is not."""
+    wrapped = run_text(
+        "ValueError: To serve at least one request with the model's max seq len (1048576),\n"
+        "22.5 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(17.39 GiB).\n"
+        "Based on the available memory, the estimated maximum model length is 810208.\n"
+    )
+    cause = primary(wrapped)
+    assert cause is not None
+    assert [e.line for e in cause.evidence][:2] == [1, 2]
+    assert 3 not in [e.line for e in cause.evidence]

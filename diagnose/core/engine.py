@@ -87,6 +87,9 @@ MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
 
 MESSAGE_CONTINUATION_LINES = 4
+_ENDS_SENTENCE = re.compile(r"[.!?:]\s*$")
+_GOES_ON = re.compile(r"[a-z0-9(]")
+"""How a line that carries on a wrapped sentence starts."""
 """How far below an error its own detail lines reach (NCCL's ``Last error:`` and the next)."""
 
 _ENGINE_OF_PACKAGE = {package: p.name for p in profiles() for package in (p.name, *p.code_packages)}
@@ -1381,6 +1384,9 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     if header is not first.record and len(first.event.records) > 1:
         records.append((header, header.ts))
     records += [(h.record, h.event.ts) for h in (*chosen, *support)]
+    rest = _message_rest(first.event, first.record)
+    at = next(i for i, (record, _) in enumerate(records) if record is first.record) + 1
+    records[at:at] = [(record, first.event.ts) for record in rest]
     thrown = raised_line(first.event)
     if thrown is not None and thrown is not first.record:  # a match inside a traceback: the
         records.insert(2, (thrown, first.event.ts))  # exception it ends in is the decisive line
@@ -1393,6 +1399,24 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
         seen.add(key)
         evidence.append(_record_evidence(record, stamp, unit))
     return evidence
+
+
+def _message_rest(event: Event, record: Record) -> list[Record]:
+    """The lines of ``event`` that carry on ``record``'s message where the log wrapped it
+    mid-sentence (``...max seq len (1048576),`` then ``22.5 GiB KV cache is needed, ...``):
+    each follows a line that ends no sentence and goes on in lower case or with a number, up
+    to MESSAGE_CONTINUATION_LINES."""
+    position = next((i for i, r in enumerate(event.records) if r is record), None)
+    if position is None:
+        return []
+    rest: list[Record] = []
+    before = record.text
+    for later in event.records[position + 1 : position + 1 + MESSAGE_CONTINUATION_LINES]:
+        if _ENDS_SENTENCE.search(before) or not _GOES_ON.match(later.text):
+            break
+        rest.append(later)
+        before = later.text
+    return rest
 
 
 def diagnose(
