@@ -87,10 +87,10 @@ MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
 
 MESSAGE_CONTINUATION_LINES = 4
+"""How far below an error its own detail lines reach (NCCL's ``Last error:`` and the next)."""
 _ENDS_SENTENCE = re.compile(r"[.!?:]\s*$")
 _GOES_ON = re.compile(r"[a-z0-9(]")
 """How a line that carries on a wrapped sentence starts."""
-"""How far below an error its own detail lines reach (NCCL's ``Last error:`` and the next)."""
 
 _ENGINE_OF_PACKAGE = {package: p.name for p in profiles() for package in (p.name, *p.code_packages)}
 """Each engine's Python packages (its own name, its kernels), to the engine."""

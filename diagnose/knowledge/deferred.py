@@ -123,28 +123,27 @@ _ARGUMENT_CLASS_KEYWORD = re.compile(
 
 
 def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
-    """The flags the patch drops (not set again: that is a value changed) that the installed
-    engine lacks, by the release in the log or by the evidence (argparse's unrecognized
-    arguments, the argument class's unexpected keyword), and the keywords the engine's argument
-    class refused where a program's code passed them (no patch drops those): newer releases
-    may have them."""
+    """For a program's upgrade (a package that is not the engine), the keywords the engine's
+    argument class refused from the program's code; else the flags the patch drops (not set
+    again: that is a value changed) that the installed engine lacks, by the release in the log
+    or by the evidence (argparse's unrecognized arguments, the argument class's unexpected
+    keyword). Newer releases may have them."""
     said = " ".join(e.message or e.text for e in finding.evidence)
-    passed = [
-        "--" + found.group("keyword").replace("_", "-")
-        for found in _ARGUMENT_CLASS_KEYWORD.finditer(said)
-    ]
+    if finding.package is not None:
+        return [
+            "--" + found.group("keyword").replace("_", "-")
+            for found in _ARGUMENT_CLASS_KEYWORD.finditer(said)
+        ]
     if finding.patch is None:
-        return passed if finding.package is not None else []
+        return []
     added = {word for word in finding.patch.args_add if word.startswith("--")}
 
     def refused(flag: str) -> bool:
         keyword = f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
         return keyword in said or ("unrecognized arguments" in said and flag in said)
 
-    dropped = [
+    return [
         flag
         for flag in finding.patch.args_remove
         if flag not in added and (engine_version is not None or refused(flag))
     ]
-    program_passed = finding.package is not None and not finding.patch.args_remove
-    return dropped or (passed if program_passed else [])
