@@ -89,6 +89,7 @@ _CLOCK_LINE = re.compile(
 ``date``'s output. It tells when the capture was taken (the latest evidence of a stall)."""
 _FULL_DATE = re.compile(r"(?:^|\[)(\d{4})-\d\d-\d\d[ T]\d\d:\d\d")
 _QUOTE_MARKS = ">\u258e\u258d\u258c\u2503"
+_PASTE_STARTS = _QUOTE_MARKS + "["
 _PASTED = re.compile(
     f"^(?:[{_QUOTE_MARKS}][ \t]?)*"
     + r"(?:\[(?P<ci>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\] ?)?"
@@ -168,7 +169,7 @@ class LineParser:
                 return record
         if raw.startswith("-- ") and _JOURNAL_MARKER.match(raw):
             return None
-        pasted = _PASTED.match(raw) if raw[:1] and raw[:1] in _QUOTE_MARKS + "[" else None
+        pasted = _PASTED.match(raw) if raw[:1] and raw[:1] in _PASTE_STARTS else None
         line = raw[pasted.end() :] if pasted else raw
         record = Record(source=self.source, line=line_no, text=line, raw=raw, stream=self.source)
         clock = _CLOCK_LINE.match(line)

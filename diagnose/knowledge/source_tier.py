@@ -57,7 +57,7 @@ _SET_FLAG = re.compile(
 )
 _USE_QUOTED_VALUE = re.compile(
     rf"\b(?P<verb>update|set|change)\s+(?:the\s+)?[`'\"]?(?P<flag>{_FLAG})\b[^.]{{0,200}}?"
-    r"\bor use [`'\"](?P<value>[\w.-]+)[`'\"](?P<bound>(?!))?",
+    r"\bor use [`'\"](?P<value>[\w.-]+)[`'\"]",
     re.IGNORECASE,
 )
 """A message that offers one value outright for the flag it asks to change (``Please update
@@ -885,14 +885,14 @@ def derive_fix(
     table = context.table()
     not_yet = _NOT_YET.search(message) is not None
     model_newer = None if not_yet else _model_newer_than_listed(message)
-    if not_yet:
-        later = _newer_release(context, raised_until)
-    elif model_newer is False:
-        later = None
-    else:  # a model version the message shows is judged by its numbers, not by the wording
-        later = _newer_release(context, None if model_newer else raised_until)
-        if later is None and model_newer and context.shown is None and not context.guessed:
+    if model_newer:  # a model version the message shows is judged by its numbers
+        later = _newer_release(context, None)
+        if later is None and context.shown is None and not context.guessed:
             later = PackageAction(name=context.engine, spec="", action="upgrade")
+    elif not_yet or model_newer is None or raised_until:
+        later = _newer_release(context, raised_until)
+    else:
+        later = None
     if table is not None:
         said = [message, template] if cut_short else [message]
         settings = (
@@ -954,7 +954,7 @@ def derive_fix(
             "and read the newer releases' notes for it; where the newest still refuses it, "
             "change the option or model that asks for it."
         )
-    elif later is not None:
+    elif later is not None and model_newer is not False:
         fix.package = later
         shown = (
             "the checkpoint's version is above every version it lists"
@@ -968,12 +968,12 @@ def derive_fix(
             f"supports. Upgrade to a release that supports it ({later.spec or 'the newest'}), "
             "or serve a checkpoint of a version the message lists."
         )
-    elif (changed := _newer_release(context, raised_until) if raised_until else None) is not None:
-        fix.package = changed
+    elif later is not None:  # no later mined release writes the message
+        fix.package = later
         fix.sentences.append(
             f"No mined release after {context.name} {raised_until} writes this message: the "
             f"check was changed or removed there. Where the settings it names are what was "
-            f"meant, a release {changed.spec} may start where this one refuses; read its notes "
+            f"meant, a release {later.spec} may start where this one refuses; read its notes "
             "for the check before upgrading."
         )
     elif not fix.notes:
@@ -1081,9 +1081,10 @@ def _flag_setting(
             return [flag]
         return _directed_setting(flag, verb, values.get(option.dest), option, fix)
     value = value.rstrip(".")
-    if setting.group("bound"):
-        fix.sentences.append(f"The fix it names: `{flag}` {setting.group('bound')} {value}.")
-        return [flag, f"<{setting.group('bound').lower()} {value}>"]
+    bound = setting.groupdict().get("bound")  # only _SET_FLAG reads a bound
+    if bound:
+        fix.sentences.append(f"The fix it names: `{flag}` {bound} {value}.")
+        return [flag, f"<{bound.lower()} {value}>"]
     if option.choices and value not in {str(c) for c in option.choices}:
         fix.notes.append(
             f"The message suggests `{flag} {value}`, which is not one of its values in "
