@@ -47,6 +47,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from knowledge_mining import archives, native
 from knowledge_mining.envvars import mine_env_vars
 from knowledge_mining.model_types import first_releases, mine_model_types
+from knowledge_mining.module_api import api_lifetimes, mine_module_api
 from knowledge_mining.registries import mine_registries
 from knowledge_mining.templates import Template, mine_source
 
@@ -605,21 +606,27 @@ def mine_release(
     release: Release,
     prefixes: tuple[str, ...],
     helpers: list[pathlib.Path],
-) -> tuple[list[Template], dict[str, Any], dict[str, Any], dict[str, list[str]]]:
-    """Templates, environment variables, flag table and registered names of one release."""
+) -> tuple[
+    list[Template], dict[str, Any], dict[str, Any], dict[str, list[str]], dict[str, list[str]]
+]:
+    """Templates, environment variables, flag table, registered names and module API of one
+    release."""
     files = archives.load(cached(release))
     sources = archives.python_sources(files, engine.source_package)
     templates = mine_templates(sources)
-    envs = mine_env_vars(archives.python_sources(files, engine.package), prefixes)
+    package_sources = archives.python_sources(files, engine.package)
+    envs = mine_env_vars(package_sources, prefixes)
     table = flag_table(name, release.version, run_parser_harness(engine.package, files, helpers))
     table["source"] = {"file": release.file, "sha256": release.sha256}
-    registries = mine_registries(archives.python_sources(files, engine.package))
+    registries = mine_registries(package_sources)
+    api = mine_module_api(package_sources)
     print(
         f"{name} {release.version}: {len(templates)} templates, {len(table['options'])} options, "
-        f"{len(envs)} variables, {len(registries['architectures'])} architectures",
+        f"{len(envs)} variables, {len(registries['architectures'])} architectures, "
+        f"{len(api)} modules",
         flush=True,
     )
-    return templates, envs, table, registries
+    return templates, envs, table, registries, api
 
 
 def build_engine(name: str, engine: Engine, manifest: Manifest, outputs: Outputs) -> dict[str, Any]:
@@ -653,6 +660,10 @@ def build_engine(name: str, engine: Engine, manifest: Manifest, outputs: Outputs
         release.version: result[3] for release, result in zip(engine.releases, results, strict=True)
     }
     outputs.json(f"{name}/registries.json", registries)
+    api = {
+        release.version: result[4] for release, result in zip(engine.releases, results, strict=True)
+    }
+    outputs.jsonl_gz(f"{name}/module_api.jsonl.gz", api_lifetimes(api))
     return {
         "engine": name,
         "licence": engine.licence,

@@ -77,7 +77,9 @@ class ReleaseFixChecks:
     spells them, and none that no release of the engine has (imported only for a finding that
     adds flags),
     then its package change made exact: a transformers upgrade for a model type the log names
-    by the first transformers release that knows it (and the running release's cap on it), any
+    by the first transformers release that knows it (and the running release's cap on it), a
+    transformers downgrade for a model the engine registers itself to below that release, a
+    change of the engine by the releases that ship the module or name an import missed, any
     other change that names no version by the release's requirements (imported only for a
     finding that needs it)."""
 
@@ -93,16 +95,26 @@ class ReleaseFixChecks:
 
             finding = newer_flags(finding, engine, engine_version, refused)
         if finding.package is not None and finding.package.name == "transformers":
-            from diagnose.knowledge.requirements import model_type_fix
+            from diagnose.knowledge.requirements import model_type_fix, registered_model_fix
 
-            fixed = model_type_fix(finding, engine, engine_version)
-            if fixed is not finding:
-                return fixed
+            for exact in (model_type_fix, registered_model_fix):
+                fixed = exact(finding, engine, engine_version)
+                if fixed is not finding:
+                    return fixed
         if finding.package is None or any(c.isdigit() for c in finding.package.spec):
             return finding
+        if finding.package.name in _ENGINE_PACKAGES:
+            from diagnose.knowledge.engine_api import engine_api_fix
+
+            return engine_api_fix(finding, engine_version)
         from diagnose.knowledge.requirements import pinned_by_release
 
         return pinned_by_release(finding, engine, engine_version)
+
+
+_ENGINE_PACKAGES = ("sglang", "vllm")
+"""The mined engines: a change of one of their own packages is read against the modules and
+names each release ships."""
 
 
 def _to_check(words: list[str], engine: str | None, engine_version: str | None) -> bool:

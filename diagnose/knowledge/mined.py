@@ -420,26 +420,41 @@ def required(engine: str, version: str | None, package: str) -> ReleaseRequireme
 
 
 @dataclass(frozen=True)
-class ModelTypeReleases:
-    """What the mined transformers releases say of one ``model_type``: the first release that
-    knows it and the first that no longer does (None when the newest mined one still does);
-    ``first`` is None when no mined release knows it."""
+class ReleaseSpan:
+    """The mined releases that have something (a model type, a module, a name): the first
+    that has it and the first after that without it (None when the newest mined one still
+    has it); ``first`` is None when no mined release has it."""
 
-    model_type: str
     first: str | None
     dropped: str | None
     releases: tuple[str, ...]
-    """Every transformers release mined, oldest first."""
+    """Every release mined, oldest first."""
 
     @property
     def newest(self) -> str | None:
         return self.releases[-1] if self.releases else None
 
+    @property
+    def last_with(self) -> str | None:
+        """The newest mined release that has it."""
+        if self.first is None:
+            return None
+        if self.dropped is None:
+            return self.newest
+        return self.releases[self.releases.index(self.dropped) - 1]
+
     def spec(self) -> str | None:
-        """The transformers releases that know it (``>=4.57.0``), None when none does."""
+        """The releases that have it (``>=4.57.0``), None when none does."""
         if self.first is None:
             return None
         return f">={self.first}" + (f",<{self.dropped}" if self.dropped else "")
+
+
+@dataclass(frozen=True)
+class ModelTypeReleases(ReleaseSpan):
+    """The transformers releases that know one ``model_type``."""
+
+    model_type: str = ""
 
 
 @cache
@@ -451,13 +466,62 @@ def _model_types() -> dict[str, Any]:
     return data
 
 
+def model_types() -> tuple[str, ...]:
+    """Every model type a mined transformers release knows."""
+    return tuple(_model_types()["first"])
+
+
 def model_type_releases(model_type: str) -> ModelTypeReleases:
     """The transformers releases that know ``model_type`` (a ``config.json`` ``model_type``,
     ``qwen3_vl``), from the keys of ``CONFIG_MAPPING_NAMES`` each mined release defines."""
     table = _model_types()
     return ModelTypeReleases(
-        model_type,
-        table["first"].get(model_type),
-        table["dropped"].get(model_type),
-        tuple(table["releases"]),
+        first=table["first"].get(model_type),
+        dropped=table["dropped"].get(model_type),
+        releases=tuple(table["releases"]),
+        model_type=model_type,
     )
+
+
+UNKNOWN_NAMES = "*"
+"""Among a module's mined names: its top level binds names the miner cannot list (a star
+import, a module ``__getattr__``)."""
+
+
+@cache
+def module_api(engine: str, module: str) -> dict[str, Any] | None:
+    """The mined row of one module of ``engine`` (its release span and its top-level names
+    grouped by span), None when no mined release ships it. The file is scanned for the one
+    line, not parsed whole."""
+    path = mined_dir() / engine / "module_api.jsonl.gz"
+    if not path.is_file():
+        return None
+    start = '{"module": ' + json.dumps(module) + ","
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith(start):
+                row: dict[str, Any] = json.loads(line)
+                return row
+    return None
+
+
+def api_span(engine: str, module: str, name: str | None = None) -> ReleaseSpan | None:
+    """The mined releases of ``engine`` that ship ``module`` (with ``name`` at its top level,
+    when given); None when the tables cannot say (no module API mined, or the module binds
+    names the miner cannot list in a release that would decide)."""
+    known = versions(engine)
+    if not (mined_dir() / engine / "module_api.jsonl.gz").is_file():
+        return None
+    row = module_api(engine, module)
+    if row is None:
+        return ReleaseSpan(None, None, known)
+    if name is None:
+        first, dropped = row["span"]
+        return ReleaseSpan(first, dropped, known)
+    spans = {name_: key for key, names in row["names"].items() for name_ in names.split()}
+    if name in spans:
+        first, _, dropped = spans[name].partition(" ")
+        return ReleaseSpan(first, dropped or None, known)
+    if UNKNOWN_NAMES in spans:
+        return None
+    return ReleaseSpan(None, None, known)

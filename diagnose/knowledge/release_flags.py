@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from diagnose.core.models import Finding, PackageAction
-from diagnose.core.versions import at_least
+from diagnose.core.versions import at_least, release
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import defined_by_some_release
 
@@ -93,7 +93,7 @@ def newer_flags(
     release = mined.nearest_version(engine, shown) if shown is not None else None
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
     if not added:
-        return finding
+        return _older_engine_for(finding, engine, refused) if program is not None else finding
     dropped = list(added)
     upgrade_to = next(iter(added.values()))
     for since in added.values():
@@ -116,6 +116,34 @@ def newer_flags(
             "patch": kept,
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
+        }
+    )
+
+
+def _older_engine_for(finding: Finding, engine: str, refused: list[str]) -> Finding:
+    """A program's upgrade whose code passes options the engine dropped: the newest release
+    that still takes them, said as the other way out (the upgrade stays the fix)."""
+    known = mined.versions(engine)
+    spans = []
+    for flag in refused:
+        having = [v for v in known if mined.flag_table(engine, v).lookup(flag).outcome == "exact"]
+        if having and having[-1] != known[-1]:
+            spans.append((flag, having[-1], known[known.index(having[-1]) + 1]))
+    if not spans or finding.package is None:
+        return finding
+    name = mined.ENGINE_NAMES[engine]
+    last_with = min((span[1] for span in spans), key=lambda v: release(v) or ())
+    gone = "; ".join(
+        f"`{flag}` is in {name} up to {last} and gone from {drop}" for flag, last, drop in spans
+    )
+    note = (
+        f"{gone} (of the releases mined): `{finding.package.name}` was written for an older "
+        f"{name}. Upgrade it to a release written for the installed {name}, or install "
+        f"{engine}=={last_with}, the newest mined release that still takes what it passes."
+    )
+    return finding.model_copy(
+        update={
+            "patch_note": " ".join([*([finding.patch_note] if finding.patch_note else []), note])
         }
     )
 

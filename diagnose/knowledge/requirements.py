@@ -255,6 +255,64 @@ def model_type_fix(finding: Finding, engine: str | None, engine_version: str | N
     )
 
 
+_ENGINE_CONFIG = re.compile(
+    r"\b(?:sglang|vllm)\.[\w.]*?configs\.(?P<module>\w+?)(?:_config)?\b|\b(?P<cls>[A-Z]\w*?)Config\b"
+)
+"""The engine's own config module or class of a model (``sglang.srt.configs.qwen2_5_vl_config``,
+``Qwen2_5_VLConfig``): the model, written without its separators."""
+
+
+def clashing_model_type(finding: Finding) -> str | None:
+    """The transformers ``model_type`` of the model whose class the engine registers and the
+    installed transformers already has ("'Qwen2_5_VLConfig' is already used by a Transformers
+    model"), if the evidence names it."""
+    by_letters = {_LETTERS.sub("", model_type): model_type for model_type in mined.model_types()}
+    for evidence in finding.evidence:
+        for found in _ENGINE_CONFIG.finditer(evidence.message or evidence.text):
+            named = _LETTERS.sub("", (found.group("module") or found.group("cls")).lower())
+            if named in by_letters:
+                return by_letters[named]
+    return None
+
+
+def registered_model_fix(
+    finding: Finding, engine: str | None, engine_version: str | None
+) -> Finding:
+    """``finding`` with its transformers downgrade made exact for a model the engine registers
+    itself and a later transformers added: below the first transformers release that knows the
+    model (within the running engine release's own requirement, when the log shows the
+    release). Unchanged when the evidence names no such model or every mined release knows it."""
+    change = finding.package
+    if change is None or distribution_name(change.name) != _TRANSFORMERS:
+        return finding
+    model_type = clashing_model_type(finding) if change.action == "downgrade" else None
+    if model_type is None:
+        return finding
+    known = mined.model_type_releases(model_type)
+    if known.first is None or known.first == known.releases[0]:
+        return finding  # known before the mining starts: no release without it is known
+    spec = f"<{known.first}"
+    note = (
+        f"`{model_type}` is first known to transformers {known.first} (the keys of "
+        f"CONFIG_MAPPING_NAMES, mined from every minor release from {known.releases[0]}): a "
+        "transformers below it has no model of its own to collide with the engine's."
+    )
+    if engine in mined.ENGINES and engine_version is not None:
+        found = mined.required(engine, engine_version, _TRANSFORMERS)
+        if found is not None:
+            joined = SpecifierSet(found.spec) & SpecifierSet(spec)
+            if any(joined.contains(v, prereleases=True) for v in known.releases):
+                spec = found.spec if found.spec.startswith("==") else str(joined)
+                note += f" {found.sentence()}."
+    note += f" Install transformers{spec}."
+    return finding.model_copy(
+        update={
+            "package": PackageAction(name=_TRANSFORMERS, spec=spec, action="downgrade"),
+            "explanation": _restated(finding, note),
+        }
+    )
+
+
 def _admits(spec: str, known: mined.ModelTypeReleases) -> bool:
     """Whether ``spec`` allows a transformers release that knows the model type: a mined
     release, or a version the spec itself names, from ``first`` up to ``dropped``."""
