@@ -818,7 +818,7 @@ class Engine:
         explained = self._explained(unit, engine)
         lines = {e.text for e in broad.evidence}
         if explained is None or explained.tier == "generic":  # words say less than a signature
-            return broad
+            return self._with_derived_fix(broad, unit, engine)
         same_line = bool({e.text for e in explained.evidence} & lines)
         same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,
             # or the error's own "Last error:" lines after it
@@ -827,7 +827,7 @@ class Engine:
             and (_earlier(explained, broad) or _continues(explained, broad))
         )
         if not same_line and not same_class_around:
-            return broad
+            return self._with_derived_fix(broad, unit, engine)
         if (
             explained.tier == "engine_source"
             and explained.patch is None
@@ -839,9 +839,10 @@ class Engine:
             )
         ):  # a message matched in the engine's source, with no checked fix, adds nothing to a
             # finding that has one
-            return broad
+            return self._with_derived_fix(broad, unit, engine)
         if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
-            return broad  # a known issue of releases other than the one the log shows
+            # a known issue of releases other than the one the log shows
+            return self._with_derived_fix(broad, unit, engine)
         if explained.tier == "engine_source" and _only_placeholders(explained):
             # the engine's message says which setting, not its value: the signature says more
             return self._with_derived_fix(broad, unit, engine)
@@ -858,15 +859,15 @@ class Engine:
     def _with_derived_fix(self, finding: Finding, unit: str | None, engine: str | None) -> Finding:
         """A signature's root cause that names no fix takes the one the engine's own tables
         derive from the same evidence lines (a release that accepts the refused value, its
-        valid spelling), with what they say of it. A known issue's fix is not taken: a
-        signature without a patch says why none applies."""
+        valid spelling, the release that registers the model), with what they say of it; one
+        whose signature says no setting helps takes only their package change. A known
+        issue's fix is not taken: a signature without a patch says why none applies."""
         has_fix = finding.package is not None or (
             finding.patch is not None and not finding.patch.is_empty()
         )
         if finding.role is not Role.ROOT_CAUSE or finding.tier != "signature" or has_fix:
             return finding
-        if self._says_no_setting_helps(finding):
-            return finding
+        no_setting_helps = self._says_no_setting_helps(finding)
         from diagnose.core.explain import Candidate, IncidentView
 
         candidates = tuple(
@@ -878,7 +879,14 @@ class Engine:
             derived = next(iter(explainer(view)), None)
             if derived is None or derived.tier != "engine_source":
                 continue
-            if derived.patch is not None or derived.package is not None:
+            if no_setting_helps and derived.package is not None:
+                return finding.model_copy(
+                    update={
+                        "explanation": f"{finding.explanation} {derived.explanation}",
+                        "package": derived.package,
+                    }
+                )
+            if not no_setting_helps and (derived.patch is not None or derived.package is not None):
                 return finding.model_copy(
                     update={
                         "explanation": f"{finding.explanation} {derived.explanation}",
