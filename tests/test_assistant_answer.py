@@ -248,7 +248,7 @@ def test_score_reads_recorded_answers_through_the_live_path(tmp_path: Path) -> N
     (tmp_path / f"{case}.json").write_text("<think>…</think>" + json.dumps(recorded))
     out = tmp_path / "scores.json"
     scored = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks/accuracy/score.py"), "--filter", "vllm-019",
+        [sys.executable, str(REPO / "benchmarks/accuracy/score.py"), "--filter", "vllm-019-nccl",
          "--assistant", f"replay:{tmp_path}", "--json", str(out)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
