@@ -89,3 +89,17 @@ def test_an_ordering_of_releases_compares_their_numbers(
 ) -> None:
     name = condition.split()[0]
     assert Condition(condition).holds({name: value}) is holds
+
+
+@pytest.mark.parametrize(
+    ("condition", "value", "holds"),
+    [
+        ("name in 'EngineCore*, APIServer'", "EngineCore_DP3", True),  # a prefix
+        ("name in 'EngineCore*, APIServer'", "APIServer", True),
+        ("name in 'EngineCore*, APIServer'", "APIServer_1", False),  # no star: the whole value
+        ("name not in 'EngineCore*, APIServer'", "run_inference_one_model", True),
+        ("name in 'EAGLE, NEXTN'", "EAGLE3", False),
+    ],
+)
+def test_a_member_ending_in_a_star_is_a_prefix(condition: str, value: str, holds: bool) -> None:
+    assert Condition(condition).holds({"name": value}) is holds

@@ -83,6 +83,10 @@ MAX_HITS = 64
 MAX_EVIDENCE = 6
 EXCERPT_LINES = 40
 """An input this short may be a pasted excerpt: its lines are read even with no error word."""
+PRINTED_BY = "printed_by"
+"""A regex group of this name that the line's text left empty takes the name of the process
+whose prefix the line parser took off (vLLM's ``(Name pid=N)``, a Ray task's or actor's
+``(task pid=N)``, SGLang's rank tags): who printed the line."""
 MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
 
@@ -416,6 +420,8 @@ class Engine:
             return None
         captures = _normalise_units({k: v for k, v in found.groupdict().items() if v is not None})
         record = event.record_at(found.start())
+        if record.rank and PRINTED_BY in pattern.compiled.groupindex:
+            captures.setdefault(PRINTED_BY, record.rank)  # the prefix the line parser took off
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
             attempt = self._attempt_of(record.seq)

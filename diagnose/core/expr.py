@@ -2,7 +2,8 @@
 
 Conditions are ``name``, ``not name``, ``left OP right`` with OP one of
 ``< <= > >= == !=``, or ``left in right`` / ``left not in right`` where ``right`` is a name
-holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); operands are
+holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``; a member that
+ends in ``*`` takes every value that begins with it: ``name in 'EngineCore*'``); operands are
 names, numbers or quoted strings. An ordering (``< <= > >=``) of two values that are not both
 numbers but both releases compares their release numbers: ``engine_version < '0.10.0'`` holds
 for 0.8.5, 0.9 and 0.9.2.post1 (write the bound with three numbers: ``'0.10'`` is also the
@@ -220,7 +221,9 @@ class Condition:
             item, members = left(values), _members(right(values))
             if item is None or members is None:
                 return False
-            return (format_number(item) in members) is inside
+            text = format_number(item)
+            found = any(text.startswith(m[:-1]) if m.endswith("*") else text == m for m in members)
+            return found is inside
 
         return test
 
