@@ -435,6 +435,9 @@ class Engine:
                 or attempt in self._deaths
                 or (record is not event.first and starts_traceback(event.first.text))
                 or _RAISED.match(record.text) is not None,  # the exception's own words
+                # an error of an earlier event only: not the traceback a message comes in (a
+                # Ray actor's death is reported inside the exception that it raises)
+                "error_earlier": bool(self.incident.first_errors.get(attempt)),
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
                 "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
