@@ -564,6 +564,7 @@ class Engine:
             not self._live,
         )
         drafts = self._without_healthy_noise(drafts, last_attempt, ready, ended)
+        drafts = self._without_starts_that_went_on(drafts, last_attempt, ready, ended)
         undecided = no_signature_decided(drafts) or self._only_wrappers_after_an_error(drafts)
         if undecided:  # does the input show a failure nobody explains?
             failure = self.incident.failure(last_attempt, ready, ended)
@@ -651,6 +652,41 @@ class Engine:
         if failed and not others:
             return drafts
         return [d for d in drafts if d.signature.id not in noise]
+
+    def _without_starts_that_went_on(
+        self, drafts: list[Draft], last_attempt: int, ready: bool, ended: bool
+    ) -> list[Draft]:
+        """A warning whose trouble hangs a start (``hangs_before``) counts only where the
+        input ends in the last start attempt before the start reached that phase (never ready,
+        not stopped), with no error after the warning and no other specific failure than one
+        it causes: a start that went on, or failed of something else, leaves it out."""
+        stalls = [d for d in drafts if d.signature.hangs_before is not None]
+        if not stalls:
+            return drafts
+        reached = self._phase_reached()
+        stopped = last_attempt in self._stops or last_attempt in self.incident.stopping
+        gone: set[int] = set()
+        for draft in stalls:
+            bound = PHASE_ORDER[str(draft.signature.hangs_before)]
+            others = [
+                d
+                for d in drafts
+                if d is not draft
+                and is_failure(d.signature)
+                and not d.signature.generic
+                and draft.signature.id not in d.signature.consequence_of
+            ]
+            stalled = (
+                ended
+                and not ready
+                and not stopped
+                and self._attempt_of(draft.seq) == last_attempt
+                and (reached is None or PHASE_ORDER[reached] < bound)
+                and self.incident.last_error_seq <= draft.seq  # no error after the warning
+            )
+            if not stalled or others:
+                gone.add(id(draft))
+        return [d for d in drafts if id(d) not in gone]
 
     def _peer_failed_first(
         self,
