@@ -6,6 +6,7 @@ import pytest
 
 from diagnose.core.expr import (
     Arithmetic,
+    Condition,
     ExpressionError,
     choice_list,
     nearest_choice,
@@ -67,3 +68,38 @@ def test_version_change_is_the_direction_a_package_moves(
     installed: str, wanted: str, change: str | None
 ) -> None:
     assert version_change(installed, wanted) == change
+
+
+@pytest.mark.parametrize(
+    ("condition", "value", "holds"),
+    [
+        ("engine_version < '0.10.0'", "0.8.5", True),  # by release numbers, not as text
+        ("engine_version < '0.10.0'", "0.9", True),  # a two-number release the user gave
+        ("engine_version < '0.10.0'", "0.9.2.post1", True),
+        ("engine_version >= '0.10.0'", "0.10.1rc1", True),
+        ("engine_version >= '0.10.0'", "v0.14.1", True),
+        ("engine_version < '0.10.0'", "0.14.1", False),
+        ("engine_version < '0.10.0'", "nightly", False),  # no release: compared as text
+        ("value < 0.9", "0.85", True),  # two numbers stay numbers
+        ("value > 1", "2", True),
+    ],
+)
+def test_an_ordering_of_releases_compares_their_numbers(
+    condition: str, value: str, holds: bool
+) -> None:
+    name = condition.split()[0]
+    assert Condition(condition).holds({name: value}) is holds
+
+
+@pytest.mark.parametrize(
+    ("condition", "value", "holds"),
+    [
+        ("name in 'EngineCore*, APIServer'", "EngineCore_DP3", True),  # a prefix
+        ("name in 'EngineCore*, APIServer'", "APIServer", True),
+        ("name in 'EngineCore*, APIServer'", "APIServer_1", False),  # no star: the whole value
+        ("name not in 'EngineCore*, APIServer'", "run_inference_one_model", True),
+        ("name in 'EAGLE, NEXTN'", "EAGLE3", False),
+    ],
+)
+def test_a_member_ending_in_a_star_is_a_prefix(condition: str, value: str, holds: bool) -> None:
+    assert Condition(condition).holds({"name": value}) is holds

@@ -15,7 +15,9 @@ from diagnose.core.models import Deployment, Diagnosis, Finding, Patch
 
 SHM_SIZE = "16Gi"
 """What the fixes give /dev/shm: NCCL needs a few hundred MB per GPU pair, Ray more."""
-SHM_SIGNATURES = frozenset({"nccl-shm-too-small", "container-shm-default"})
+SHM_SIGNATURES = frozenset(
+    {"nccl-shm-too-small", "container-shm-default", "dev-shm-too-small-for-tp"}
+)
 """Signatures whose real fix, in a container, is more /dev/shm."""
 SHM_WORKAROUNDS = frozenset({"NCCL_SHM_DISABLE", "RAY_OBJECT_STORE_ALLOW_SLOW_STORAGE"})
 """Variables that only work around a small /dev/shm: not set where it is made larger."""

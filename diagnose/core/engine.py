@@ -83,6 +83,10 @@ MAX_HITS = 64
 MAX_EVIDENCE = 6
 EXCERPT_LINES = 40
 """An input this short may be a pasted excerpt: its lines are read even with no error word."""
+PRINTED_BY = "printed_by"
+"""A regex group of this name that the line's text left empty takes the name of the process
+whose prefix the line parser took off (vLLM's ``(Name pid=N)``, a Ray task's or actor's
+``(task pid=N)``, SGLang's rank tags): who printed the line."""
 MAX_RANKS = 256
 """Ranks whose last line the timeline keeps."""
 
@@ -416,6 +420,8 @@ class Engine:
             return None
         captures = _normalise_units({k: v for k, v in found.groupdict().items() if v is not None})
         record = event.record_at(found.start())
+        if record.rank and PRINTED_BY in pattern.compiled.groupindex:
+            captures.setdefault(PRINTED_BY, record.rank)  # the prefix the line parser took off
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
             attempt = self._attempt_of(record.seq)
@@ -429,6 +435,9 @@ class Engine:
                 or attempt in self._deaths
                 or (record is not event.first and starts_traceback(event.first.text))
                 or _RAISED.match(record.text) is not None,  # the exception's own words
+                # an error of an earlier event only: not the traceback a message comes in (a
+                # Ray actor's death is reported inside the exception that it raises)
+                "error_earlier": bool(self.incident.first_errors.get(attempt)),
                 "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
                 "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
@@ -555,6 +564,7 @@ class Engine:
             not self._live,
         )
         drafts = self._without_healthy_noise(drafts, last_attempt, ready, ended)
+        drafts = self._without_starts_that_went_on(drafts, last_attempt, ready, ended)
         undecided = no_signature_decided(drafts) or self._only_wrappers_after_an_error(drafts)
         if undecided:  # does the input show a failure nobody explains?
             failure = self.incident.failure(last_attempt, ready, ended)
@@ -642,6 +652,41 @@ class Engine:
         if failed and not others:
             return drafts
         return [d for d in drafts if d.signature.id not in noise]
+
+    def _without_starts_that_went_on(
+        self, drafts: list[Draft], last_attempt: int, ready: bool, ended: bool
+    ) -> list[Draft]:
+        """A warning whose trouble hangs a start (``hangs_before``) counts only where the
+        input ends in the last start attempt before the start reached that phase (never ready,
+        not stopped), with no error after the warning and no other specific failure than one
+        it causes: a start that went on, or failed of something else, leaves it out."""
+        stalls = [d for d in drafts if d.signature.hangs_before is not None]
+        if not stalls:
+            return drafts
+        reached = self._phase_reached()
+        stopped = last_attempt in self._stops or last_attempt in self.incident.stopping
+        gone: set[int] = set()
+        for draft in stalls:
+            bound = PHASE_ORDER[str(draft.signature.hangs_before)]
+            others = [
+                d
+                for d in drafts
+                if d is not draft
+                and is_failure(d.signature)
+                and not d.signature.generic
+                and draft.signature.id not in d.signature.consequence_of
+            ]
+            stalled = (
+                ended
+                and not ready
+                and not stopped
+                and self._attempt_of(draft.seq) == last_attempt
+                and (reached is None or PHASE_ORDER[reached] < bound)
+                and self.incident.last_error_seq <= draft.seq  # no error after the warning
+            )
+            if not stalled or others:
+                gone.add(id(draft))
+        return [d for d in drafts if id(d) not in gone]
 
     def _peer_failed_first(
         self,

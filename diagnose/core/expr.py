@@ -2,8 +2,12 @@
 
 Conditions are ``name``, ``not name``, ``left OP right`` with OP one of
 ``< <= > >= == !=``, or ``left in right`` / ``left not in right`` where ``right`` is a name
-holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``); operands are
-names, numbers or quoted strings. Derived values are
+holding a list or a quoted comma-separated list (``algo in 'EAGLE, NEXTN'``; a member that
+ends in ``*`` takes every value that begins with it: ``name in 'EngineCore*'``); operands are
+names, numbers or quoted strings. An ordering (``< <= > >=``) of two values that are not both
+numbers but both releases compares their release numbers: ``engine_version < '0.10.0'`` holds
+for 0.8.5, 0.9 and 0.9.2.post1 (write the bound with three numbers: ``'0.10'`` is also the
+number 0.1, and two numbers compare as numbers). Derived values are
 arithmetic (``+ - * /``, parentheses, ``min``, ``max``, ``round``, ``floor``, ``ceil``,
 ``nearest_divisor``)
 over names and numbers, or a text function of two captured texts: ``nearest_choice(value,
@@ -32,6 +36,11 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
+
+_ORDERINGS = frozenset({operator.le, operator.ge, operator.lt, operator.gt})
+_RELEASE_LIKE = re.compile(r"v?\d+(?:\.\d+)+(?:[.+-]?[A-Za-z][\w.+-]*)?$")
+"""A release as an engine prints it (``0.8.5``, ``v0.10.1rc1``, ``0.9.2.post1``): at least two
+numbers, so a quantity with a unit (``10 GB``) is never read as one."""
 
 _BINARY: dict[type, Callable[[float, float], float]] = {
     ast.Add: operator.add,
@@ -212,7 +221,9 @@ class Condition:
             item, members = left(values), _members(right(values))
             if item is None or members is None:
                 return False
-            return (format_number(item) in members) is inside
+            text = format_number(item)
+            found = any(text.startswith(m[:-1]) if m.endswith("*") else text == m for m in members)
+            return found is inside
 
         return test
 
@@ -229,6 +240,10 @@ class Condition:
             na, nb = as_number(a), as_number(b)
             if na is not None and nb is not None:
                 return compare(na, nb)
+            if compare in _ORDERINGS:  # releases by their numbers: 0.8.5 < 0.10
+                order = compared(str(a), str(b)) if _RELEASE_LIKE.match(str(a)) else None
+                if order is not None and _RELEASE_LIKE.match(str(b)):
+                    return compare(order, 0)
             return compare(str(a), str(b))
 
         return test

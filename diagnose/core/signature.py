@@ -361,6 +361,14 @@ class Signature(_Schema):
         description="It only says a rank waited for others (a store or rendezvous timeout, a "
         "collective that never completed): an earlier error of the same start explains it.",
     )
+    hangs_before: Phase | None = Field(
+        default=None,
+        description="A warning healthy starts print too, whose trouble makes a start hang "
+        "before this phase rather than fail (Ray's object store in /tmp for want of /dev/shm): "
+        "a failure only when the input ends in the last start attempt before the start reached "
+        "this phase, never ready, with no error after the line, no stop, and no other specific "
+        "failure but its consequences.",
+    )
     versions: Versions | None = Field(
         default=None, description="Engine versions it applies to, and the one that fixed it."
     )
