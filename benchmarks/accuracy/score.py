@@ -201,8 +201,9 @@ def flag_pairs(tokens: list[str]) -> dict[str, str | None]:
 def covers_package(finding: dict[str, Any], wanted: dict[str, str]) -> bool:
     """The finding asks for the same package change, as a key or failing that in its prose."""
     given = finding.get("package")
-    if isinstance(given, dict):
-        return bool(given.get("name") == wanted["name"] and given.get("action") == wanted["action"])
+    if isinstance(given, dict):  # `pkg[extra]` installs `pkg` too
+        name = str(given.get("name") or "").split("[", 1)[0]
+        return bool(name == wanted["name"] and given.get("action") == wanted["action"])
     prose = finding_prose(finding)
     action_words = {"reinstall": "install"}
     action_word = action_words.get(wanted["action"], wanted["action"])
