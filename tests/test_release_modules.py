@@ -91,7 +91,7 @@ def test_a_module_the_newer_releases_dropped_asks_for_the_newest_release_with_it
         "downgrade",
     )
     assert "`vllm.inputs.data` is in vLLM up to 0.17.1 and gone from 0.19.1" in cause.explanation
-    assert "a release of `vllm-omni` written for the installed vLLM" in cause.explanation
+    assert "A release of `vllm-omni` written for the installed vLLM" in cause.explanation
 
 
 def test_a_module_only_some_releases_have_asks_for_those_releases() -> None:
@@ -128,7 +128,7 @@ def test_the_release_in_the_log_decides_and_one_that_has_it_changes_nothing() ->
     assert (newer.package.spec, newer.package.action) == ("==0.24.0", "downgrade")
     older = primary(_diagnosed(log, ("vllm", "0.14.1")))
     assert older is not None and older.package is not None
-    assert (older.package.spec, older.package.action) == (">=0.19.1", "upgrade")
+    assert (older.package.spec, older.package.action) == (">=0.19.1,<=0.24.0", "upgrade")
 
 
 def test_a_module_every_release_ships_gets_no_version() -> None:

@@ -68,43 +68,38 @@ def _moved(
     if span is None or span.first is None or span.last_with is None:
         return finding
     oldest, newest = span.releases[0], span.releases[-1]
+    if engine_version is None:  # the releases alone: which side of the span lacks it
+        older_lack, newer_lack = span.first != oldest, span.dropped is not None
+    elif not at_least(engine_version, span.first):
+        older_lack, newer_lack = True, False
+    elif span.dropped is not None and not at_least(span.last_with, engine_version):
+        older_lack, newer_lack = False, True  # at or past the drop, or between the samples
+    else:
+        return finding  # the installed release is one that has it: an incomplete install
+    if not (older_lack or newer_lack):
+        return finding  # every mined release has it: the install, not the release, lacks it
     what = f"`{name}` of `{module}`" if name else f"`{module}`"
     title = mined.ENGINE_NAMES[engine]
-    added = span.first != oldest
-    dropped = span.dropped is not None
-    action: PackageChange
-    if engine_version is not None:
-        if not at_least(engine_version, span.first):
-            added, dropped = True, False
-        elif span.dropped is not None and at_least(engine_version, span.dropped):
-            added, dropped = False, True
-        elif at_least(span.last_with, engine_version) or not dropped:
-            return finding  # the installed release is one that has it: an incomplete install
-        else:
-            added = False  # between the last mined release with it and the first without
     mined_range = f"of the {title} releases mined, {oldest} to {newest}"
-    if added and dropped:
-        spec, action = f">={span.first},<={span.last_with}", "pin"
-        note = (
-            f"{what} is only in {title} {span.first} to {span.last_with} ({mined_range}). "
-            f"Install {engine}{spec}."
-        )
-    elif added:
-        spec, action = f">={span.first}", "upgrade"
+    upper = f",<={span.last_with}" if span.dropped is not None else ""
+    action: PackageChange
+    if older_lack and newer_lack:
+        spec, action = f">={span.first}{upper}", "pin"
+        note = f"{what} is only in {title} {span.first} to {span.last_with} ({mined_range})."
+    elif older_lack:
+        spec, action = f">={span.first}{upper}", "upgrade"
         note = (
             f"{what} first comes in {title} {span.first} ({mined_range}): {importer} was "
-            f"written for {title} {span.first} or newer. Install {engine}{spec}."
+            f"written for {title} {span.first} or newer."
         )
-    elif dropped:
+    else:
         spec, action = f"=={span.last_with}", "downgrade"
         note = (
             f"{what} is in {title} up to {span.last_with} and gone from {span.dropped} "
             f"({mined_range}): {importer} was written for {title} {span.last_with} or older. "
-            f"Install {engine}{spec}, or a release of {importer} written for the installed "
-            f"{title}."
+            f"A release of {importer} written for the installed {title} is the other way."
         )
-    else:
-        return finding  # every mined release has it: the install, not the release, lacks it
+    note += f" Install {engine}{spec}."
     return finding.model_copy(
         update={
             "package": PackageAction(name=engine, spec=spec, action=action),
