@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from diagnose.core.models import Finding, PackageAction
-from diagnose.core.versions import at_least, release
+from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import defined_by_some_release
 
@@ -132,7 +132,7 @@ def _older_engine_for(finding: Finding, engine: str, refused: list[str]) -> Find
     if not spans or finding.package is None:
         return finding
     name = mined.ENGINE_NAMES[engine]
-    last_with = min((span[1] for span in spans), key=lambda v: release(v) or ())
+    last_with = min((span[1] for span in spans), key=known.index)
     gone = "; ".join(
         f"`{flag}` is in {name} up to {last} and gone from {drop}" for flag, last, drop in spans
     )
