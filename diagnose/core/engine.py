@@ -924,22 +924,12 @@ class Engine:
             derived = next(iter(explainer(view)), None)
             if derived is None or derived.tier != "engine_source":
                 continue
-            if no_setting_helps and derived.package is not None:
-                return finding.model_copy(
-                    update={
-                        "explanation": f"{finding.explanation} {derived.explanation}",
-                        "package": derived.package,
-                    }
-                )
-            if not no_setting_helps and (derived.patch is not None or derived.package is not None):
-                return finding.model_copy(
-                    update={
-                        "explanation": f"{finding.explanation} {derived.explanation}",
-                        "patch": derived.patch,
-                        "patch_note": derived.patch_note,
-                        "package": derived.package,
-                    }
-                )
+            update: dict[str, object] = {"package": derived.package}
+            if not no_setting_helps:  # its setting too, with what it says of it
+                update |= {"patch": derived.patch, "patch_note": derived.patch_note}
+            if update["package"] is not None or update.get("patch") is not None:
+                update["explanation"] = f"{finding.explanation} {derived.explanation}"
+                return finding.model_copy(update=update)
         return finding
 
     def _engine(self) -> str | None:
