@@ -87,19 +87,19 @@ def test_a_module_the_newer_releases_dropped_asks_for_the_newest_release_with_it
     assert cause is not None and cause.package is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "vllm",
-        "==0.17.1",
+        "==0.18.1",
         "downgrade",
     )
-    assert "`vllm.inputs.data` is in vLLM up to 0.17.1 and gone from 0.19.1" in cause.explanation
+    assert "`vllm.inputs.data` is in vLLM up to 0.18.1 and gone from 0.19.1" in cause.explanation
     assert "A release of `vllm-omni` written for the installed vLLM" in cause.explanation
 
 
 def test_a_module_only_some_releases_have_asks_for_those_releases() -> None:
     render = mined.api_span("vllm", "vllm.entrypoints.serve.render")
-    assert render is not None and (render.first, render.last_with) == ("0.19.1", "0.24.0")
+    assert render is not None and (render.first, render.last_with) == ("0.18.1", "0.24.0")
     cause = primary(_diagnosed(_missing_module("vllm.entrypoints.serve.render")))
     assert cause is not None and cause.package is not None
-    assert (cause.package.spec, cause.package.action) == (">=0.19.1,<=0.24.0", "pin")
+    assert (cause.package.spec, cause.package.action) == (">=0.18.1,<=0.24.0", "pin")
 
 
 def test_a_name_a_later_release_added_asks_for_the_first_release_with_it() -> None:
@@ -128,7 +128,7 @@ def test_the_release_in_the_log_decides_and_one_that_has_it_changes_nothing() ->
     assert (newer.package.spec, newer.package.action) == ("==0.24.0", "downgrade")
     older = primary(_diagnosed(log, ("vllm", "0.14.1")))
     assert older is not None and older.package is not None
-    assert (older.package.spec, older.package.action) == (">=0.19.1,<=0.24.0", "upgrade")
+    assert (older.package.spec, older.package.action) == (">=0.18.1,<=0.24.0", "upgrade")
 
 
 def test_a_module_every_release_ships_gets_no_version() -> None:
