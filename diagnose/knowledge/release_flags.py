@@ -126,9 +126,10 @@ def _older_engine_for(finding: Finding, engine: str, refused: list[str]) -> Find
     known = mined.versions(engine)
     spans = []
     for flag in refused:
-        having = [v for v in known if mined.flag_table(engine, v).lookup(flag).outcome == "exact"]
-        if having and having[-1] != known[-1]:
-            spans.append((flag, having[-1], known[known.index(having[-1]) + 1]))
+        removed = mined.flag_history(engine, flag, known[-1])
+        if removed is not None and removed.gone_in in known[1:]:
+            gone_in = removed.gone_in
+            spans.append((flag, known[known.index(gone_in) - 1], gone_in))
     if not spans or finding.package is None:
         return finding
     name = mined.ENGINE_NAMES[engine]
