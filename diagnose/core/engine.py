@@ -438,7 +438,7 @@ class Engine:
                 # an error of an earlier event only: not the traceback a message comes in (a
                 # Ray actor's death is reported inside the exception that it raises)
                 "error_earlier": bool(self.incident.first_errors.get(attempt)),
-                "stop_requested": attempt in self._stops or attempt in self.incident.stopping,
+                "stop_requested": self._stop_requested(attempt),
                 "stop_job": attempt in self._stops,  # systemd's own `Stopping ...`
                 **captures,
             }
@@ -664,7 +664,7 @@ class Engine:
         if not stalls:
             return drafts
         reached = self._phase_reached()
-        stopped = last_attempt in self._stops or last_attempt in self.incident.stopping
+        stopped = self._stop_requested(last_attempt)
         gone: set[int] = set()
         for draft in stalls:
             bound = PHASE_ORDER[str(draft.signature.hangs_before)]
@@ -859,37 +859,10 @@ class Engine:
         """A broad signature's finding, or the tier finding that names the specific cause on
         one of its evidence lines, or a known issue of the same category on an earlier line
         (it keeps the broad finding's place, count and attempts); a
-        template from the engine's source replaces it only with a checked fix."""
+        template from the engine's source replaces it only with a checked fix. Kept, the
+        broad finding takes the fix the release tables derive for its lines."""
         explained = self._explained(unit, engine)
-        lines = {e.text for e in broad.evidence}
-        if explained is None or explained.tier == "generic":  # words say less than a signature
-            return self._with_derived_fix(broad, unit, engine)
-        same_line = bool({e.text for e in explained.evidence} & lines)
-        same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,
-            # or the error's own "Last error:" lines after it
-            explained.tier == "known_issue"
-            and explained.category == broad.category
-            and (_earlier(explained, broad) or _continues(explained, broad))
-        )
-        if not same_line and not same_class_around:
-            return self._with_derived_fix(broad, unit, engine)
-        if (
-            explained.tier == "engine_source"
-            and explained.patch is None
-            and explained.package is None
-            and (
-                explained.confidence is Confidence.LOW
-                or broad.patch is not None
-                or broad.package is not None
-            )
-        ):  # a message matched in the engine's source, with no checked fix, adds nothing to a
-            # finding that has one
-            return self._with_derived_fix(broad, unit, engine)
-        if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
-            # a known issue of releases other than the one the log shows
-            return self._with_derived_fix(broad, unit, engine)
-        if explained.tier == "engine_source" and _only_placeholders(explained):
-            # the engine's message says which setting, not its value: the signature says more
+        if explained is None or not _replaces(explained, broad):
             return self._with_derived_fix(broad, unit, engine)
         return explained.model_copy(
             update={
@@ -955,6 +928,10 @@ class Engine:
         if engine in shown:
             return str(shown[str(engine)])
         return str(next(iter(shown.values()))) if len(shown) == 1 else None
+
+    def _stop_requested(self, attempt: int) -> bool:
+        """The start attempt was asked to stop (systemd's stop job, or the server's own words)."""
+        return attempt in self._stops or attempt in self.incident.stopping
 
     def _phase_reached(self) -> str | None:
         """The furthest startup phase of the last attempt."""
@@ -1442,6 +1419,39 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
         seen.add(key)
         evidence.append(_record_evidence(record, stamp, unit))
     return evidence
+
+
+def _replaces(explained: Finding, broad: Finding) -> bool:
+    """Whether a tier's finding names the specific cause of a broad signature's finding: on
+    one of its evidence lines, or (a known issue of the same category) just before or after
+    it, with more than the signature says."""
+    if explained.tier == "generic":  # words say less than a signature
+        return False
+    same_line = bool({e.text for e in explained.evidence} & {e.text for e in broad.evidence})
+    same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,
+        # or the error's own "Last error:" lines after it
+        explained.tier == "known_issue"
+        and explained.category == broad.category
+        and (_earlier(explained, broad) or _continues(explained, broad))
+    )
+    if not same_line and not same_class_around:
+        return False
+    if (
+        explained.tier == "engine_source"
+        and explained.patch is None
+        and explained.package is None
+        and (
+            explained.confidence is Confidence.LOW
+            or broad.patch is not None
+            or broad.package is not None
+        )
+    ):  # a message matched in the engine's source, with no checked fix, adds nothing to a
+        # finding that has one
+        return False
+    if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
+        return False  # a known issue of releases other than the one the log shows
+    # the engine's message that says which setting, not its value: the signature says more
+    return not (explained.tier == "engine_source" and _only_placeholders(explained))
 
 
 def _message_rest(event: Event, record: Record) -> list[Record]:
