@@ -261,16 +261,24 @@ def shared_evidence(draft: Draft, cause: Draft) -> str | None:
 
 
 def rank(drafts: list[Draft]) -> list[Finding]:
-    """One primary root cause: the first specific failure (lowest ``seq``); the rest follow
-    from it. Findings are built here, texts and patches filled from each draft's values."""
+    """One primary root cause: the first specific failure (lowest ``seq``) that is no wrapper
+    of another; the rest follow from it. Findings are built here, texts and patches filled
+    from each draft's values."""
     superseded = {s for d in drafts for s in d.signature.supersedes}
     drafts = [d for d in drafts if d.signature.id not in superseded]
     if any(not d.signature.generic and is_failure(d.signature) for d in drafts):
         drafts = [d for d in drafts if not d.signature.generic]  # only when nothing else fits
 
-    def order(d: Draft) -> tuple[bool, int, bool, int]:
-        # on one line, a signature for that message before a broad one for its class
-        return (d.signature.generic, d.seq, d.signature.broad, -d.signature.severity.rank)
+    def order(d: Draft) -> tuple[bool, bool, int, bool, int]:
+        # a wrapper points at another error, wherever a paste put it; on one line, a signature
+        # for that message before a broad one for its class
+        return (
+            d.signature.generic,
+            d.signature.wrapper,
+            d.seq,
+            d.signature.broad,
+            -d.signature.severity.rank,
+        )
 
     fired = {d.signature.id: d for d in sorted(drafts, key=order)}
     # a consequence whose cause fired too: never the primary, caused by that cause
