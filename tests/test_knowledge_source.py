@@ -115,15 +115,26 @@ def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
             "AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'",
             "sglang",
             None,
-            "",
+            None,
+        ),
+        (
+            "AttributeError: module 'sglang.srt.layers.quantization.deep_gemm_wrapper' has no "
+            "attribute 'get_col_major_tma_aligned_tensor'. Did you mean: "
+            "'get_mn_major_tma_aligned_tensor'?",
+            "sglang",
+            "0.5.1.post3",
+            ">0.5.1.post3",
         ),
     ],
 )
 def test_a_call_or_attribute_the_engines_own_class_lacks_is_a_build_to_upgrade(
-    message: str, engine: str, version: str | None, spec: str
+    message: str, engine: str, version: str | None, spec: str | None
 ) -> None:
-    """Two parts of the installed engine disagree on one of its own classes (a nightly, a
-    port): the class is the engine's, so a newer build of it is the fix."""
+    """Two parts of the installed engine disagree on one of its own classes or inner modules
+    (a nightly, a port): the code is the engine's, so a newer build of it is the fix; with no
+    release shown, the newest mined one (a bare upgrade may keep what is installed)."""
+    if spec is None:
+        spec = f">={builtin_index(engine).versions[-1]}"
     found = engine_source_findings(_view(message, engine=engine, version=version))
     assert len(found) == 1
     cause = found[0]
@@ -295,6 +306,15 @@ def test_an_unrecognized_near_miss_gets_did_you_mean() -> None:
     cause = _cause("launch_server.py: error: unrecognized arguments: --tp-szie 2\n", None)
     assert "did you mean `--tp-size`" in cause.explanation
     assert cause.patch is None
+
+
+def test_an_unrecognized_switch_no_release_has_is_dropped_with_its_near_spellings() -> None:
+    """A switch sets nothing in a release without it: the start needs it gone, and the near
+    spellings stay a hint, never the change."""
+    cause = _cause("vllm: error: unrecognized arguments: --enable-metrics\n", None)
+    assert cause.patch is not None
+    assert (cause.patch.args_remove, cause.patch.args_add) == (["--enable-metrics"], [])
+    assert "drop it (or, if you meant one, set `--enable-mfu-metrics`" in cause.explanation
 
 
 def test_an_unrecognized_flag_whose_value_confirms_the_nearest_spelling_is_replaced() -> None:
@@ -741,7 +761,8 @@ def test_a_model_version_above_every_listed_one_is_a_newer_model_than_the_releas
 
 
 def test_a_newer_model_on_a_release_the_log_does_not_show_is_the_newest_release() -> None:
-    """The engine is known from the traceback's paths, its release is not: the newest."""
+    """The engine is known from the traceback's paths, its release is not: the newest mined
+    one, named (a bare upgrade may keep what is installed)."""
     cause = _cause(
         '  File "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/models/minicpmv.py",'
         " line 1432, in __new__\n"
@@ -751,7 +772,7 @@ def test_a_newer_model_on_a_release_the_log_does_not_show_is_the_newest_release(
     assert cause.package is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "vllm",
-        "",
+        f">={builtin_index('vllm').versions[-1]}",
         "upgrade",
     )
 

@@ -439,6 +439,19 @@ def test_the_empty_failed_procs_wrapper_is_left_out_behind_the_error_it_wraps() 
     assert alone is not None and alone.signature == "vllm-engine-core-failed-wrapper"
 
 
+def test_the_wrapper_gives_way_to_the_error_a_paste_put_below_it() -> None:
+    """A pasted excerpt may put the wrapper first and the error it wraps under it: the wrapper
+    still only points at that error."""
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 594.00 MiB. GPU 0 has a "
+        "total capacity of 22.03 GiB of which 582.00 MiB is free.\n"
+    )
+    diagnosis = run_text(_EMPTY_FAILED_PROCS + "\n" + oom)
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "cuda-out-of-memory"
+    assert "vllm-engine-core-failed-wrapper" not in {f.signature for f in diagnosis.findings}
+
+
 def test_the_wrapper_gives_way_to_an_error_before_it_that_no_signature_knows() -> None:
     """An unknown error before the wrapper is the one to read: the wrapper's own reading (a
     start that outlived the ready wait) would raise timeouts for an error already printed."""

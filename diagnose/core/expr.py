@@ -367,8 +367,10 @@ def format_number(value: Any) -> str:
 
 
 DISTRIBUTIONS = {
+    "amp_C": "apex",
     "attr": "attrs",
     "bs4": "beautifulsoup4",
+    "causal_conv1d_cuda": "causal-conv1d",
     "cv2": "opencv-python-headless",
     "Crypto": "pycryptodome",
     "dateutil": "python-dateutil",
@@ -376,17 +378,21 @@ DISTRIBUTIONS = {
     "dotenv": "python-dotenv",
     "fastchat": "fschat",
     "fitz": "pymupdf",
+    "flash_attn_2_cuda": "flash-attn",
+    "flash_attn_cuda": "flash-attn",
     "google": "protobuf",
     "jwt": "pyjwt",
     "lm_eval": "lm-eval",
     "PIL": "pillow",
+    "selective_scan_cuda": "mamba-ssm",
     "skimage": "scikit-image",
     "sklearn": "scikit-learn",
     "swift": "ms-swift",
     "yaml": "pyyaml",
     "zmq": "pyzmq",
 }
-"""Import names whose distribution on the package index is named otherwise."""
+"""Import names whose distribution on the package index is named otherwise (a compiled
+extension module, ``flash_attn_2_cuda``, by the package that builds it)."""
 
 
 def distribution_name(name: str) -> str:

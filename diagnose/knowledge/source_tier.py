@@ -295,9 +295,12 @@ _OWN_CODE_MISMATCH = re.compile(
     r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
     r"|\bAttributeError: '(?P<object>[A-Z]\w*)' object has no attribute '(?P<attribute>\w+)'"
+    r"|\bAttributeError: module '(?P<module>(?P<engine>vllm|sglang)\.\w+\.\w+(?:\.\w+)*)' "
+    r"has no attribute '(?P<module_attribute>\w+)'"
 )
 """A call that does not fit the callee's signature, or an attribute its object lacks, named by
-the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``)."""
+the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``), or a name
+an inner module of the engine lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``)."""
 
 
 _PUBLIC_API = frozenset(
@@ -320,32 +323,41 @@ def _own_code_mismatch(
     found = _OWN_CODE_MISMATCH.search(candidate.text)
     if found is None:
         return None
-    owner = found.group("owner") or found.group("object")
+    owner = found.group("owner") or found.group("object") or found.group("module")
     if owner in _PUBLIC_API:
         return None
-    engine, module = next(
-        (
-            (engine, index.classes[owner])
-            for engine in engines
-            if (index := builtin_index(engine)) is not None and owner in index.classes
-        ),
-        (None, None),
+    engine, module = (
+        (found.group("engine"), owner)
+        if found.group("module")
+        else next(
+            (
+                (engine, index.classes[owner])
+                for engine in engines
+                if (index := builtin_index(engine)) is not None and owner in index.classes
+            ),
+            (None, None),
+        )
     )
-    if engine is None:
+    if engine is None or engine not in engines:
         return None
     name = mined.ENGINE_NAMES.get(engine, engine)
-    if found.group("owner"):
+    kind = "module" if found.group("module") else "class"
+    if found.group("module"):
+        what = f"`{owner}` is asked for `{found.group('module_attribute')}`, which it lacks"
+        own = f"`{owner}` is {name}'s own module"
+    elif found.group("owner"):
         call, how = f"{owner}.{found.group('member')}()", found.group("how")
         what = f"`{call}` is called in a way it does not take ({how})"
+        own = f"`{owner}` is {name}'s own class (`{module}`)"
     else:
         what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
-    spec = _newer_than(shown)
-    newer = f" than {shown}" if spec else ""
+        own = f"`{owner}` is {name}'s own class (`{module}`)"
+    spec = _newer_than(shown) or _newest_spec(engine)
+    newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
     explanation = (
-        f"{what[0].upper()}{what[1:]}. `{owner}` is {name}'s own class (`{module}`): the code "
-        f"that uses it (the engine's, or a library such as transformers that {name} hands it "
-        f"to) and the class come from code that does not fit together. That is a bug of this "
-        f"{name} "
+        f"{what[0].upper()}{what[1:]}. {own}: the code that uses it (the engine's, or a library "
+        f"such as transformers that {name} hands it to) and the {kind} come from code that does "
+        f"not fit together. That is a bug of this {name} "
         "build (a nightly or main-branch build above all, where one module changed before "
         "another), or a plugin, platform port or model file written for another release. "
         f"Install a newer {name} release{newer} (or the latest commit of a source build), and "
@@ -357,7 +369,7 @@ def _own_code_mismatch(
         category="kernel_build",
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
-        title=f"{name}'s own class `{owner}` does not fit the code that uses it",
+        title=f"{name}'s own {kind} `{owner}` does not fit the code that uses it",
         explanation=explanation,
         confidence=Confidence.LOW,
         evidence=[candidate.evidence],
@@ -370,7 +382,7 @@ def _own_code_mismatch(
         ],
         phase=candidate.phase,
         tier="engine_source",
-        raised_in=f"{name}, {module} ({owner})",
+        raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
     )
 
 
@@ -888,7 +900,7 @@ def derive_fix(
     if model_newer:  # a model version the message shows is judged by its numbers
         later = _newer_release(context, None)
         if later is None and context.shown is None and not context.guessed:
-            later = PackageAction(name=context.engine, spec="", action="upgrade")
+            later = _newest_release(context)
     elif not_yet or model_newer is None or raised_until:
         later = _newer_release(context, raised_until)
     else:
@@ -1037,6 +1049,17 @@ def _newer_release(context: ReleaseContext, raised_until: str | None) -> Package
     if shown is None or at_least(shown, known[-1]):
         return None
     return PackageAction(name=context.engine, spec=f">{shown}", action="upgrade")
+
+
+def _newest_spec(engine: str) -> str:
+    """``>=`` the newest mined release of ``engine``, for a log that shows no release: a bare
+    ``pip install -U`` may keep what is installed (a pin, a lock file, a cached image)."""
+    index = builtin_index(engine) if engine in mined.ENGINES else None
+    return f">={index.versions[-1]}" if index is not None and index.versions else ""
+
+
+def _newest_release(context: ReleaseContext) -> PackageAction:
+    return PackageAction(name=context.engine, spec=_newest_spec(context.engine), action="upgrade")
 
 
 def _flag_setting(
@@ -1507,15 +1530,19 @@ def _unrecognized_fix(
                     f"accepts `{value}`.",
                     f"`{taking}` takes `{value}`",
                 )
-            elif close:
-                listed = ", ".join(f"`{c}`" for c in close)
-                sentences.append(
-                    f"`{flag}` is not a flag of {release_name}; did you mean {listed}?"
-                )
             else:
-                sentences.append(
-                    f"`{flag}` is not a flag of {release_name}, nor of the releases before."
-                )
+                listed = ", ".join(f"`{c}`" for c in close)
+                if value:
+                    meant = (
+                        f"; did you mean {listed}?" if close else ", nor of the releases before."
+                    )
+                    sentences.append(f"`{flag}` is not a flag of {release_name}{meant}")
+                else:  # a switch that sets nothing here: the start needs it gone
+                    sentences.append(
+                        f"`{flag}` is not a flag of {release_name}, so it sets nothing there: "
+                        f"drop it{f' (or, if you meant one, set {listed})' if close else ''}."
+                    )
+                    remove.append(flag)
     if not sentences or not named:
         return None
     installed = context.name if context.shown is None else release_name
