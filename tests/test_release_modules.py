@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
 from diagnose.knowledge import mined
+from diagnose.knowledge.engine_api import named_upgrade
 from tests.conftest import primary
 from tests.test_knowledge_issues import _diagnosed
 from tests.test_knowledge_mined import _load_miner
@@ -207,3 +209,30 @@ def test_a_programs_upgrade_names_the_newest_engine_that_takes_what_it_passes() 
     assert cause.patch_note is not None
     assert "`--worker-use-ray` is in vLLM up to 0.6.6.post1 and gone from 0.7.3" in cause.patch_note
     assert "install vllm==0.6.6.post1" in cause.patch_note
+
+
+def test_an_engine_upgrade_no_release_places_names_one() -> None:
+    """An engine upgrade with no version is no fix as written (a bare ``pip install -U`` may
+    keep a pin or a cached image): past the release the log shows, else the newest mined."""
+    finding = Finding(
+        id="f1",
+        signature="jit-compiler-failed",
+        category="kernel_build",
+        severity=Severity.CRITICAL,
+        role=Role.ROOT_CAUSE,
+        title="t",
+        explanation="e",
+        confidence=Confidence.MEDIUM,
+        evidence=[],
+        patch=None,
+        package=PackageAction(name="sglang", spec="", action="upgrade"),
+    )
+    assert named_upgrade(finding, "0.5.1.post3").package == PackageAction(
+        name="sglang", spec=">0.5.1.post3", action="upgrade"
+    )
+    newest = mined.versions("sglang")[-1]
+    assert named_upgrade(finding, None).package.spec == f">={newest}"  # type: ignore[union-attr]
+    pinned = finding.model_copy(
+        update={"package": PackageAction(name="sglang", spec="", action="pin")}
+    )
+    assert named_upgrade(pinned, None) is pinned  # only an upgrade has a side to go

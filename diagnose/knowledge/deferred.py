@@ -79,8 +79,9 @@ class ReleaseFixChecks:
     then its package change made exact: a transformers upgrade for a model type the log names
     by the first transformers release that knows it (and the running release's cap on it), a
     transformers downgrade for a model the engine registers itself to below that release, a
-    change of the engine by the releases that ship the module or name an import missed, any
-    other change that names no version by the release's requirements (imported only for a
+    change of the engine by the releases that ship the module or name an import missed (an
+    upgrade of it that nothing else places: past the release shown, else the newest mined),
+    any other change that names no version by the release's requirements (imported only for a
     finding that needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
@@ -104,9 +105,10 @@ class ReleaseFixChecks:
         if finding.package is None or any(c.isdigit() for c in finding.package.spec):
             return finding
         if finding.package.name in _ENGINE_PACKAGES:
-            from diagnose.knowledge.engine_api import engine_api_fix
+            from diagnose.knowledge.engine_api import engine_api_fix, named_upgrade
 
-            return engine_api_fix(finding, engine_version)
+            fixed = engine_api_fix(finding, engine_version)
+            return fixed if fixed is not finding else named_upgrade(finding, engine_version)
         from diagnose.knowledge.requirements import pinned_by_release
 
         return pinned_by_release(finding, engine, engine_version)

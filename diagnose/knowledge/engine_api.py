@@ -44,6 +44,18 @@ def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
     return finding
 
 
+def named_upgrade(finding: Finding, engine_version: str | None) -> Finding:
+    """``finding`` with an upgrade of the engine that names no release made to name one (past
+    the release shown, else the newest mined); any other change unchanged."""
+    change = finding.package
+    if change is None or change.action != "upgrade" or change.spec:
+        return finding
+    spec = mined.upgrade_spec(change.name, engine_version)
+    if not spec:
+        return finding
+    return finding.model_copy(update={"package": change.model_copy(update={"spec": spec})})
+
+
 def _importer(finding: Finding, engine: str) -> str:
     """The installed package whose frame is the innermost other than the engine's: the code
     that asked for the import, as pip names it ("the importing code" when no frame shows)."""

@@ -192,6 +192,19 @@ def versions(engine: str) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda version: release(version) or ()))
 
 
+def upgrade_spec(engine: str, shown: str | None) -> str:
+    """Where an upgrade of ``engine`` that no release names should go: past the release the
+    log shows (its public part), else to the newest mined release (a bare ``pip install -U``
+    may keep what a pin, a lock file or a cached image holds); "" when neither is known."""
+    if shown:
+        try:
+            return f">{Version(shown).public}"
+        except InvalidVersion:
+            return ""
+    mined = versions(engine)
+    return f">={mined[-1]}" if mined else ""
+
+
 def nearest_version(engine: str, version: str | None) -> str | None:
     """The mined release to use for ``version``: itself, else the newest mined release not
     after it, else the oldest; the newest when the version is unknown."""

@@ -352,7 +352,7 @@ def _own_code_mismatch(
     else:
         what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
-    spec = _newer_than(shown) or _newest_spec(engine)
+    spec = mined.upgrade_spec(engine, shown)
     newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
     explanation = (
         f"{what[0].upper()}{what[1:]}. {own}: the code that uses it (the engine's, or a library "
@@ -384,14 +384,6 @@ def _own_code_mismatch(
         tier="engine_source",
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
     )
-
-
-def _newer_than(shown: str | None) -> str:
-    """``>VERSION`` for the release the log shows (its public part), or no spec."""
-    try:
-        return f">{Version(shown).public}" if shown else ""
-    except InvalidVersion:
-        return ""
 
 
 _AREAS = {
@@ -900,7 +892,9 @@ def derive_fix(
     if model_newer:  # a model version the message shows is judged by its numbers
         later = _newer_release(context, None)
         if later is None and context.shown is None and not context.guessed:
-            later = _newest_release(context)
+            later = PackageAction(
+                name=context.engine, spec=mined.upgrade_spec(context.engine, None), action="upgrade"
+            )
     elif not_yet or model_newer is None or raised_until:
         later = _newer_release(context, raised_until)
     else:
@@ -1049,17 +1043,6 @@ def _newer_release(context: ReleaseContext, raised_until: str | None) -> Package
     if shown is None or at_least(shown, known[-1]):
         return None
     return PackageAction(name=context.engine, spec=f">{shown}", action="upgrade")
-
-
-def _newest_spec(engine: str) -> str:
-    """``>=`` the newest mined release of ``engine``, for a log that shows no release: a bare
-    ``pip install -U`` may keep what is installed (a pin, a lock file, a cached image)."""
-    index = builtin_index(engine) if engine in mined.ENGINES else None
-    return f">={index.versions[-1]}" if index is not None and index.versions else ""
-
-
-def _newest_release(context: ReleaseContext) -> PackageAction:
-    return PackageAction(name=context.engine, spec=_newest_spec(context.engine), action="upgrade")
 
 
 def _flag_setting(
