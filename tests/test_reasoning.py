@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from diagnose.knowledge import mined
 from tests.conftest import REPO, by_signature, invoke, primary, run_text
 
 HERE = REPO / "fixtures" / "reasoning"
@@ -480,7 +481,8 @@ def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_buil
     assert cause is not None and cause.package is not None
     assert (cause.package.name, cause.package.action) == ("sglang", "upgrade")
     assert "bug of this sglang build" in cause.explanation
-    assert "pip install -U 'sglang'" in (package_line(cause) or "")
+    newest = mined.versions("sglang")[-1]  # no release shown: the newest mined, named
+    assert f"pip install 'sglang>={newest}'" in (package_line(cause) or "")
     library = (
         '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9, in f\n'
         "    assert x\n"
