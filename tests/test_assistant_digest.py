@@ -10,6 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from diagnose.assistant.ask import request_text
 from diagnose.assistant.digest import DEFAULT_TOKEN_BUDGET, build_digest, wanted_lines
 from diagnose.assistant.sources import file_digest
 from diagnose.commands.file import diagnose_files
@@ -52,6 +53,21 @@ def test_the_digest_leaves_out_the_tools_reading_of_the_words(tmp_path: Path) ->
     assert "message-words" not in digest.text and "tier generic" not in digest.text
     assert "L1: RuntimeError: CUDA driver error" in digest.text
     assert "tier engine_source, argparse-sglang-flags" in digest_of(SGLANG_BAD_FLAG, tmp_path).text
+
+
+def test_the_digest_says_what_ran_the_server_and_the_request_assumes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A pod's log reaches the model as a pod's: the request does not say systemd ran it, and
+    the digest says what the log shows (a fix then takes that place's form)."""
+    pod = (
+        "Back-off restarting failed container vllm in pod vllm-0_default\n"
+        "vllm: error: unrecognized arguments: --enable-metrics\n"
+    )
+    digest = digest_of(pod, tmp_path)
+    assert "## What ran it\nkubernetes (the log shows a pod's events)" in digest.text
+    assert "run by systemd" not in request_text(digest)
+    assert "## What ran it\nnot shown by the log" in digest_of(SGLANG_BAD_FLAG, tmp_path).text
 
 
 def test_the_digest_is_the_same_for_the_same_input(tmp_path: Path) -> None:

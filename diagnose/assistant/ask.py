@@ -20,16 +20,18 @@ REPLAY = "replay:"
 """A URL ``replay:FILE`` reads the model's message text from FILE instead of a server (the
 accuracy benchmark scores recorded answers this way); its model is named ``replay``."""
 
-INSTRUCTIONS = f"""You diagnose why an LLM inference server (SGLang or vLLM) run by systemd \
-failed to start. You get a digest that the tool `diagnose` built from the server's log: facts \
-the log does not show (the release's own launch options and environment variables, known \
-issues and the versions that fixed them, the unit file), the tool's own candidate findings \
-(often right, sometimes wrong or incomplete: weigh them against the log), and the log lines \
-that matter, each written `L<number>: text`. Secrets appear as <redacted:KIND:N>. Name the \
-ROOT CAUSE (the earliest failure that explains the rest, not its consequences) and the smallest \
-change that fixes it, concretely (values that work, exact package versions). Spell flags and \
-environment variables as the release the digest names does: a flag or variable that release \
-lacks is dropped when the answer is checked. Answer with one JSON object and nothing else:
+INSTRUCTIONS = f"""You diagnose why an LLM inference server (SGLang or vLLM) failed to start: run \
+directly, by systemd, in a container or a Kubernetes pod, or by a program that starts it (the \
+digest says what the log shows of that; a fix belongs in that place). You get a digest that the \
+tool `diagnose` built from the server's log: facts the log does not show (the release's own launch \
+options and environment variables, known issues and the versions that fixed them, the unit file), \
+the tool's own candidate findings (often right, sometimes wrong or incomplete: weigh them against \
+the log), and the log lines that matter, each written `L<number>: text`. Secrets appear as \
+<redacted:KIND:N>. Name the ROOT CAUSE (the earliest failure that explains the rest, not its \
+consequences) and the smallest change that fixes it, concretely (values that work, exact package \
+versions). Spell flags and environment variables as the release the digest names does: a flag or \
+variable that release lacks is dropped when the answer is checked. Answer with one JSON object \
+and nothing else:
 - category: one of {", ".join(CATEGORIES)} (kernel_build also covers a bug or an \
 inconsistent build of the engine or of a package, fixed by installing another release; unknown \
 only when you cannot name a cause)

@@ -124,6 +124,7 @@ def build_digest(
     decisive = _decisive_text(diagnosis)
     sections = [
         ("Engine", _engine_lines(engine, version, release, guessed)),
+        ("What ran it", _deployment_lines(diagnosis)),
         ("Launch command", _launch_lines(facts)),
         ("Unit (systemd, as configured)", list(unit_settings)),
         ("Timeline", _timeline_lines(diagnosis) + _exit_lines(excerpt)),
@@ -259,6 +260,15 @@ def _engine_lines(
         why = "the nearest mined release" if version else "the newest mined: the log shows none"
         lines.append(f"option and variable tables below are from release {release} ({why})")
     return lines
+
+
+def _deployment_lines(diagnosis: Diagnosis) -> list[str]:
+    seen = diagnosis.deployment
+    if seen.kind == "unknown" and seen.orchestrator is None:
+        return ["not shown by the log (systemd, a container, a pod or a program that starts it)"]
+    on_top = f", under {seen.orchestrator}" if seen.orchestrator else ""
+    said = f" ({'; '.join(seen.evidence)})" if seen.evidence else ""
+    return [f"{seen.kind}{on_top}{said}"]
 
 
 def _launch_lines(facts: Mapping[str, Any]) -> list[str]:
