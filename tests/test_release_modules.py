@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
+from diagnose.core.models import PackageAction
 from diagnose.knowledge import mined
 from diagnose.knowledge.engine_api import named_upgrade
 from tests.conftest import primary
 from tests.test_knowledge_issues import _diagnosed
 from tests.test_knowledge_mined import _load_miner
+from tests.test_release_flags import _adding
 
 MINER = Path(__file__).resolve().parent.parent / "scripts" / "mine_knowledge.py"
 
@@ -214,18 +215,8 @@ def test_a_programs_upgrade_names_the_newest_engine_that_takes_what_it_passes() 
 def test_an_engine_upgrade_no_release_places_names_one() -> None:
     """An engine upgrade with no version is no fix as written (a bare ``pip install -U`` may
     keep a pin or a cached image): past the release the log shows, else the newest mined."""
-    finding = Finding(
-        id="f1",
-        signature="jit-compiler-failed",
-        category="kernel_build",
-        severity=Severity.CRITICAL,
-        role=Role.ROOT_CAUSE,
-        title="t",
-        explanation="e",
-        confidence=Confidence.MEDIUM,
-        evidence=[],
-        patch=None,
-        package=PackageAction(name="sglang", spec="", action="upgrade"),
+    finding = _adding().model_copy(
+        update={"patch": None, "package": PackageAction(name="sglang", spec="", action="upgrade")}
     )
     assert named_upgrade(finding, "0.5.1.post3").package == PackageAction(
         name="sglang", spec=">0.5.1.post3", action="upgrade"
