@@ -213,10 +213,12 @@ def test_a_programs_upgrade_names_the_newest_engine_that_takes_what_it_passes() 
 
 
 def test_an_engine_upgrade_no_release_places_names_one() -> None:
-    """An engine upgrade with no version is no fix as written (a bare ``pip install -U`` may
-    keep a pin or a cached image): past the release the log shows, else the newest mined."""
+    """An engine upgrade for a bug with no version is no fix as written (a bare ``pip install
+    -U`` may keep a pin or a cached image): past the release the log shows, else the newest
+    mined. One for support the release lacks is named only by a table that lists it."""
+    upgrade = PackageAction(name="sglang", spec="", action="upgrade")
     finding = _adding().model_copy(
-        update={"patch": None, "package": PackageAction(name="sglang", spec="", action="upgrade")}
+        update={"patch": None, "package": upgrade, "category": "kernel_build"}
     )
     assert named_upgrade(finding, "0.5.1.post3").package == PackageAction(
         name="sglang", spec=">0.5.1.post3", action="upgrade"
@@ -227,3 +229,5 @@ def test_an_engine_upgrade_no_release_places_names_one() -> None:
         update={"package": PackageAction(name="sglang", spec="", action="pin")}
     )
     assert named_upgrade(pinned, None) is pinned  # only an upgrade has a side to go
+    support = finding.model_copy(update={"category": "model_unsupported"})
+    assert named_upgrade(support, None) is support  # the newest may not have it either

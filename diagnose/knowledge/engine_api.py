@@ -44,11 +44,19 @@ def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
     return finding
 
 
+_SUPPORT_CATEGORIES = ("model_unsupported", "launch_args")
+"""Findings whose upgrade is for something the release lacks (a model, a method, an option):
+only a release table that lists it says which release has it, and the newest may not."""
+
+
 def named_upgrade(finding: Finding, engine_version: str | None) -> Finding:
-    """``finding`` with an upgrade of the engine that names no release made to name one (past
-    the release shown, else the newest mined); any other change unchanged."""
+    """``finding`` with an upgrade of the engine for a fault of the build (a bug a later
+    release fixed) made to name a release: past the one shown, else the newest mined; an
+    upgrade for missing support, and any other change, unchanged."""
     change = finding.package
     if change is None or change.action != "upgrade" or change.spec:
+        return finding
+    if finding.category in _SUPPORT_CATEGORIES:
         return finding
     spec = mined.upgrade_spec(change.name, engine_version)
     if not spec:
