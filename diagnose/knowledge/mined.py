@@ -201,8 +201,8 @@ def upgrade_spec(engine: str, shown: str | None) -> str:
             return f">{Version(shown).public}"
         except InvalidVersion:
             return ""
-    mined = versions(engine)
-    return f">={mined[-1]}" if mined else ""
+    releases = versions(engine)
+    return f">={releases[-1]}" if releases else ""
 
 
 def nearest_version(engine: str, version: str | None) -> str | None:
