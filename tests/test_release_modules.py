@@ -55,12 +55,14 @@ def test_the_miner_lists_modules_and_the_names_their_top_level_binds() -> None:
                 "class C:\n    inner = 2\n"
             ),
             "pkg.lazy": "def __getattr__(name):\n    return name\n",
-            "pkg.star": "from pkg.a import *\n",
+            "pkg.star": "from numpy import *\n",
+            "pkg.again": "from pkg.a import *\n",
         }
     )
     assert api["pkg.a"] == ["C", "X", "Y", "Z", "alias", "f", "j", "os", "speed"]
     assert api["pkg"] == []  # a package that holds the modules, with or without __init__.py
     assert api["pkg.lazy"] == ["*"] and api["pkg.star"] == ["*"]  # names the miner cannot see
+    assert api["pkg.again"] == api["pkg.a"]  # a star import from the release: its names
     rows = miner.api_lifetimes(
         {"1.0": {"m": ["a", "b"]}, "1.1": {"m": ["a", "c"], "n": []}, "2.0": {"n": []}}
     )
