@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
 from diagnose.knowledge import mined
-from diagnose.knowledge.engine_api import named_upgrade
+from diagnose.knowledge.package_api import named_upgrade
 from tests.conftest import primary
 from tests.test_knowledge_issues import _diagnosed
 from tests.test_knowledge_mined import _load_miner
