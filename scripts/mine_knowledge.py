@@ -131,6 +131,18 @@ class ModelTypes(BaseModel):
     releases: list[Release]
 
 
+class ModuleApi(BaseModel):
+    """A library whose modules and top-level names are mined release by release."""
+
+    licence: str
+    homepage: str
+    modules: list[str]
+    """The packages it installs, as imported (``huggingface_hub``)."""
+    lazy_names_listed: bool = False
+    """Its lazy modules import every name they serve under ``if TYPE_CHECKING:``."""
+    releases: list[Release]
+
+
 class Helper(PinnedFile):
     name: str
     version: str
@@ -146,9 +158,10 @@ class Manifest(BaseModel):
     helpers: list[Helper]
     requirements: Requirements
     model_types: ModelTypes | None = None
+    module_apis: dict[str, ModuleApi] = Field(default_factory=dict)
 
     def pinned_files(self) -> list[tuple[str, PinnedFile]]:
-        """``(distribution name, file)`` for everything the miner reads."""
+        """``(distribution name, file)`` for everything the miner reads, each file once."""
         files: list[tuple[str, PinnedFile]] = []
         for engine in self.engines.values():
             files += [(engine.package, release) for release in engine.releases]
@@ -156,7 +169,9 @@ class Manifest(BaseModel):
         files += [(helper.name, helper) for helper in self.helpers]
         if self.model_types is not None:
             files += [(self.model_types.package, release) for release in self.model_types.releases]
-        return files
+        for name, library in self.module_apis.items():
+            files += [(name, release) for release in library.releases]
+        return list({pinned.file: (name, pinned) for name, pinned in files}.values())
 
 
 def load_manifest() -> Manifest:
@@ -755,6 +770,43 @@ def build_model_types(manifest: Manifest, outputs: Outputs) -> dict[str, Any] | 
     }
 
 
+def mine_library_api(release: Release, library: ModuleApi) -> dict[str, list[str]]:
+    """The modules and top-level names of one release of a library."""
+    files = archives.load(cached(release))
+    sources: dict[str, str] = {}
+    for package in library.modules:
+        sources.update(archives.package_sources(files, package))
+    return mine_module_api(sources, library.lazy_names_listed)
+
+
+def build_module_apis(manifest: Manifest, outputs: Outputs) -> list[dict[str, Any]]:
+    """``libraries/module_api/<library>.jsonl.gz`` and their index, ``libraries/module_api.json``
+    (each library's import packages and the releases mined, oldest first)."""
+    index = {}
+    summary = []
+    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
+        for name, library in sorted(manifest.module_apis.items()):
+            apis = pool.map(mine_library_api, library.releases, itertools.repeat(library))
+            per_release = {
+                release.version: api for release, api in zip(library.releases, apis, strict=True)
+            }
+            rows = api_lifetimes(per_release)
+            outputs.jsonl_gz(f"libraries/module_api/{name}.jsonl.gz", rows)
+            versions = sorted(per_release, key=Version)
+            index[name] = {"modules": library.modules, "releases": versions}
+            summary.append(
+                {
+                    "name": name,
+                    "versions": versions,
+                    "licence": library.licence,
+                    "homepage": library.homepage,
+                }
+            )
+            print(f"{name}: {len(rows)} modules over {len(versions)} releases", flush=True)
+    outputs.json("libraries/module_api.json", index)
+    return summary
+
+
 def build(manifest: Manifest) -> None:
     outputs = Outputs()
     for name, engine in sorted(manifest.engines.items()):
@@ -768,6 +820,8 @@ def build(manifest: Manifest) -> None:
     sources: dict[str, Any] = {"engines": engines, "libraries": libraries}
     if model_types is not None:
         sources["model_types"] = model_types
+    if manifest.module_apis:
+        sources["module_apis"] = build_module_apis(manifest, outputs)
     outputs.json("sources.json", sources)
     outputs.write(manifest_sha256(), miner_sha256())
     print(f"wrote {len(outputs.files)} files under {OUTPUT.relative_to(ROOT)}")

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.core.models import PackageAction
 from diagnose.knowledge import mined
-from diagnose.knowledge.engine_api import named_upgrade
+from diagnose.knowledge.package_api import named_upgrade
 from tests.conftest import primary
 from tests.test_knowledge_issues import _diagnosed
 from tests.test_knowledge_mined import _load_miner
@@ -56,12 +56,14 @@ def test_the_miner_lists_modules_and_the_names_their_top_level_binds() -> None:
                 "class C:\n    inner = 2\n"
             ),
             "pkg.lazy": "def __getattr__(name):\n    return name\n",
-            "pkg.star": "from pkg.a import *\n",
+            "pkg.star": "from numpy import *\n",
+            "pkg.again": "from pkg.a import *\n",
         }
     )
     assert api["pkg.a"] == ["C", "X", "Y", "Z", "alias", "f", "j", "os", "speed"]
     assert api["pkg"] == []  # a package that holds the modules, with or without __init__.py
     assert api["pkg.lazy"] == ["*"] and api["pkg.star"] == ["*"]  # names the miner cannot see
+    assert api["pkg.again"] == api["pkg.a"]  # a star import from the release: its names
     rows = miner.api_lifetimes(
         {"1.0": {"m": ["a", "b"]}, "1.1": {"m": ["a", "c"], "n": []}, "2.0": {"n": []}}
     )

@@ -4,8 +4,9 @@ the version gets the one the engine release declares, with where it comes from."
 
 from __future__ import annotations
 
+from diagnose.core.models import Finding, PackageAction
 from diagnose.knowledge import mined
-from diagnose.knowledge.requirements import direction
+from diagnose.knowledge.requirements import direction, pinned_by_release
 from tests.conftest import primary
 from tests.test_knowledge_issues import _diagnosed
 
@@ -65,21 +66,36 @@ def test_the_engine_version_turns_a_vague_pin_into_the_releases_requirement() ->
     assert "SGLang 0.4.3.post4 requires transformers==4.48.3" in cause.explanation
 
 
+def _left_vague(finding: Finding | None) -> Finding:
+    """The finding as its signature gave it: a pin of the package, no version (the release
+    checks read the library's mined releases first; these tests are about the requirements)."""
+    assert finding is not None and finding.package is not None
+    vague = PackageAction(name=finding.package.name, spec="", action="pin")
+    return finding.model_copy(update={"package": vague, "explanation": "e"})
+
+
 def test_a_minimum_alone_is_quoted_but_not_pinned() -> None:
     # SGLang 0.4.3 pins no transformers; the vLLM it allows asks only for >=4.48.2, which the
     # too-new transformers of the log satisfies: no version to pin
-    cause = primary(_diagnosed(MLLAMA_HELPER, ("sglang", "0.4.3")))
-    assert cause is not None and cause.package is not None
+    cause = pinned_by_release(
+        _left_vague(primary(_diagnosed(MLLAMA_HELPER, ("sglang", "0.4.3")))), "sglang", "0.4.3"
+    )
+    assert cause.package is not None
     assert (cause.package.name, cause.package.spec) == ("transformers", "")
     assert (
         "SGLang 0.4.3 requires vllm<=0.7.2,>=0.6.4.post1, and vLLM 0.7.2 (the newest release it "
         "allows) requires transformers>=4.48.2, with no upper bound"
     ) in cause.explanation
+    # the transformers releases mined place the name: the newest that has it, within that range
+    exact = primary(_diagnosed(MLLAMA_HELPER, ("sglang", "0.4.3")))
+    assert exact is not None and exact.package is not None
+    assert (exact.package.spec, exact.package.action) == ("==4.48.3", "downgrade")
 
 
 def test_without_the_engine_version_the_newest_requirement_is_only_a_reference() -> None:
-    cause = primary(_diagnosed(MLLAMA_HELPER))
-    assert cause is not None and cause.package is not None
+    # (the log's path, `.../sglang/venv/...`, names the engine)
+    cause = pinned_by_release(_left_vague(primary(_diagnosed(MLLAMA_HELPER))), "sglang", None)
+    assert cause.package is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "transformers",
         "",
@@ -134,14 +150,18 @@ def test_the_table_is_read_only_for_a_change_without_a_version() -> None:
 
 def test_with_no_engine_named_the_only_engine_that_declares_the_package_gives_its_floor() -> None:
     """Every vLLM release since it moved to pydantic 2 asks only for a 2.x minimum: an
-    ImportError of a pydantic 2 name is a pydantic too old for any of them."""
-    cause = primary(
-        _diagnosed(
-            "ImportError: cannot import name 'field_serializer' from 'pydantic' "
-            "(/usr/local/lib/python3.10/dist-packages/pydantic/__init__.py)\n"
-        )
+    ImportError of a pydantic 2 name is a pydantic too old for any of them (as the pydantic
+    releases mined say first: the name comes in 2.0)."""
+    log = (
+        "ImportError: cannot import name 'field_serializer' from 'pydantic' "
+        "(/usr/local/lib/python3.10/dist-packages/pydantic/__init__.py)\n"
     )
-    assert cause is not None and cause.package is not None
+    exact = primary(_diagnosed(log))
+    assert exact is not None and exact.package is not None
+    assert (exact.package.spec, exact.package.action) == (">=2.0", "upgrade")
+    assert "first comes in pydantic 2.0" in exact.explanation
+    cause = pinned_by_release(_left_vague(exact), None, None)
+    assert cause.package is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "pydantic",
         ">=2.0",

@@ -79,10 +79,11 @@ class ReleaseFixChecks:
     then its package change made exact: a transformers upgrade for a model type the log names
     by the first transformers release that knows it (and the running release's cap on it), a
     transformers downgrade for a model the engine registers itself to below that release, a
-    change of the engine by the releases that ship the module or name an import missed (an
-    upgrade of it that nothing else places: past the release shown, else the newest mined),
-    any other change that names no version by the release's requirements (imported only for a
-    finding that needs it)."""
+    change of the engine or of a mined library (outlines, xgrammar, pydantic, transformers,
+    huggingface_hub) by the releases that ship the module or name an import missed (an
+    upgrade of the engine that nothing else places: past the release shown, else the newest
+    mined), any other change that names no version by the release's requirements (imported
+    only for a finding that needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
         if finding.patch is not None and _to_check(finding.patch.args_add, engine, engine_version):
@@ -105,13 +106,15 @@ class ReleaseFixChecks:
         if finding.package is None or any(c.isdigit() for c in finding.package.spec):
             return finding
         if finding.package.name in _ENGINE_PACKAGES:
-            from diagnose.knowledge.engine_api import engine_api_fix, named_upgrade
+            from diagnose.knowledge.package_api import engine_api_fix, named_upgrade
 
             fixed = engine_api_fix(finding, engine_version)
             return fixed if fixed is not finding else named_upgrade(finding, engine_version)
+        from diagnose.knowledge.package_api import library_api_fix
         from diagnose.knowledge.requirements import pinned_by_release
 
-        return pinned_by_release(finding, engine, engine_version)
+        fixed = library_api_fix(finding, engine, engine_version)
+        return fixed if fixed is not finding else pinned_by_release(finding, engine, engine_version)
 
 
 _ENGINE_PACKAGES = ("sglang", "vllm")

@@ -9,7 +9,9 @@ quantization methods), the modules each release ships and the names they bind
 (``requires.json``) and message templates (``templates.jsonl.gz``); ``libraries/`` and
 ``native/`` hold the messages and result codes of the libraries under the engines, and
 ``libraries/transformers-model-types.json`` the first transformers release that knows each
-model type. Everything loads on first use and is cached.
+model type, ``libraries/module_api/`` the modules and names of the libraries whose API moves
+(outlines, xgrammar, pydantic, transformers, huggingface_hub). Everything loads on first use
+and is cached.
 """
 
 from __future__ import annotations
@@ -443,6 +445,9 @@ class ReleaseSpan:
     dropped: str | None
     releases: tuple[str, ...]
     """Every release mined, oldest first."""
+    unlisted: frozenset[str] = frozenset()
+    """Releases outside the span whose tables cannot say they lack it (a module that binds
+    names the miner cannot list)."""
 
     @property
     def newest(self) -> str | None:
@@ -456,6 +461,13 @@ class ReleaseSpan:
         if self.dropped is None:
             return self.newest
         return self.releases[self.releases.index(self.dropped) - 1]
+
+    def covers(self, release: str) -> bool:
+        """Whether the mined ``release`` is one from ``first`` up to (not) ``dropped``."""
+        if self.first is None:
+            return False
+        end = self.releases.index(self.dropped) if self.dropped else len(self.releases)
+        return self.releases.index(self.first) <= self.releases.index(release) < end
 
     def spec(self) -> str | None:
         """The releases that have it (``>=4.57.0``), None when none does."""
@@ -499,15 +511,57 @@ def model_type_releases(model_type: str) -> ModelTypeReleases:
 
 UNKNOWN_NAMES = "*"
 """Among a module's mined names: its top level binds names the miner cannot list (a star
-import, a module ``__getattr__``)."""
+import from outside the release, or a lazy module: a module ``__getattr__``, or one that
+replaces itself in ``sys.modules``)."""
+
+
+class LibraryApi(_Data):
+    """A library whose modules and top-level names are mined release by release."""
+
+    modules: tuple[str, ...]
+    """The packages it installs, as imported (``huggingface_hub``)."""
+    releases: tuple[str, ...]
+    """The releases mined, oldest first."""
 
 
 @cache
-def module_api(engine: str, module: str) -> dict[str, Any] | None:
-    """The mined row of one module of ``engine`` (its release span and its top-level names
-    grouped by span), None when no mined release ships it. The file is scanned for the one
-    line, not parsed whole."""
-    path = mined_dir() / engine / "module_api.jsonl.gz"
+def library_apis() -> dict[str, LibraryApi]:
+    """The libraries whose module API is mined, by distribution name (empty when none is)."""
+    path = mined_dir() / "libraries" / "module_api.json"
+    if not path.is_file():
+        return {}
+    return {
+        name: LibraryApi.model_validate(row)
+        for name, row in _json("libraries/module_api.json").items()
+    }
+
+
+def api_package(module: str) -> str | None:
+    """The mined engine or library (as pip names it) whose releases ship ``module``'s
+    top-level package; None when neither is mined."""
+    top = module.partition(".")[0]
+    if top in ENGINES:
+        return top
+    return next((name for name, api in library_apis().items() if top in api.modules), None)
+
+
+def _api_path(package: str) -> Path:
+    if package in ENGINES:
+        return mined_dir() / package / "module_api.jsonl.gz"
+    return mined_dir() / "libraries" / "module_api" / f"{package}.jsonl.gz"
+
+
+def _api_releases(package: str) -> tuple[str, ...]:
+    library = library_apis().get(package)
+    return library.releases if library is not None else versions(package)
+
+
+@cache
+def module_api(package: str, module: str) -> dict[str, Any] | None:
+    """The mined row of one module of an engine or a library (its release span and its
+    top-level names grouped by span), None when no mined release ships it. The file is
+    scanned for the one line, not parsed whole."""
+    path = _api_path(package)
     if not path.is_file():
         return None
     start = '{"module": ' + json.dumps(module) + ","
@@ -519,23 +573,33 @@ def module_api(engine: str, module: str) -> dict[str, Any] | None:
     return None
 
 
-def api_span(engine: str, module: str, name: str | None = None) -> ReleaseSpan | None:
-    """The mined releases of ``engine`` that ship ``module`` (with ``name`` at its top level,
-    when given); None when the tables cannot say (no module API mined, or the module binds
-    names the miner cannot list in a release that would decide)."""
-    known = versions(engine)
-    if not (mined_dir() / engine / "module_api.jsonl.gz").is_file():
+def api_span(package: str, module: str, name: str | None = None) -> ReleaseSpan | None:
+    """The mined releases of an engine or a library (``outlines``) that ship ``module`` (with
+    ``name`` at its top level, when given; the releases without it that bind names the miner
+    cannot list are ``unlisted``); None when the tables cannot say: no module API mined, or
+    no release lists the name and some bind names the miner cannot list."""
+    if not _api_path(package).is_file():
         return None
-    row = module_api(engine, module)
+    known = _api_releases(package)
+    row = module_api(package, module)
     if row is None:
         return ReleaseSpan(None, None, known)
     if name is None:
         first, dropped = row["span"]
         return ReleaseSpan(first, dropped, known)
     spans = {name_: key for key, names in row["names"].items() for name_ in names.split()}
-    if name in spans:
-        first, _, dropped = spans[name].partition(" ")
-        return ReleaseSpan(first, dropped or None, known)
-    if UNKNOWN_NAMES in spans:
-        return None
-    return ReleaseSpan(None, None, known)
+    unlisted = _releases_in(spans.get(UNKNOWN_NAMES), known)
+    if name not in spans:
+        return None if unlisted else ReleaseSpan(None, None, known)
+    first, _, dropped = spans[name].partition(" ")
+    listed = _releases_in(spans[name], known)
+    return ReleaseSpan(first, dropped or None, known, frozenset(unlisted - listed))
+
+
+def _releases_in(key: str | None, known: tuple[str, ...]) -> set[str]:
+    """The releases of a names key (``"first"`` or ``"first dropped"``)."""
+    if key is None:
+        return set()
+    first, _, dropped = key.partition(" ")
+    span = ReleaseSpan(first, dropped or None, known)
+    return {release for release in known if span.covers(release)}

@@ -52,6 +52,18 @@ def python_sources(files: dict[str, bytes], package: str) -> dict[str, str]:
     return dict(sorted(sources.items()))
 
 
+def package_sources(files: dict[str, bytes], package: str) -> dict[str, str]:
+    """``python_sources`` of a top-level package wherever the archive keeps it: at its root (a
+    wheel) or under a source folder (``python/xgrammar/`` of xgrammar's source archive)."""
+    marker = package + "/__init__.py"
+    roots = [name.removesuffix(marker) for name in files if name.endswith("/" + marker)]
+    if marker in files or not roots:
+        return python_sources(files, package)
+    root = min(roots, key=len)
+    under = {name[len(root) :]: data for name, data in files.items() if name.startswith(root)}
+    return python_sources(under, package)
+
+
 def extract_package(files: dict[str, bytes], package: str, target: pathlib.Path) -> None:
     """Write one package's files (all of them) under ``target``."""
     prefix = package.split(".")[0] + "/"

@@ -1,0 +1,255 @@
+"""An import that failed, read against the modules and names each release of the imported
+package ships: an engine's (vLLM, SGLang) or a mined library's under it (outlines, xgrammar,
+pydantic, transformers, huggingface_hub).
+
+A plugin, a program or a platform image written for one release of the engine imports a
+module or a name another release does not have ("No module named 'vllm.inputs.data'",
+"cannot import name 'ContinueGenerationReqInput' from 'sglang.srt.managers.io_struct'"); an
+engine written for one release of a library imports what another release moved ("cannot import
+name 'build_regex_from_schema' from 'outlines.fsm.json_schema'"). Which mined releases have it
+says which way the package is off and to which release to move: a module or name the newer
+releases dropped asks for the newest release that still has it; one the older releases lacked
+asks for the first release that has it. For a library, the releases are kept within what the
+importing engine release requires of it, when the log shows that release.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from diagnose.core.expr import DISTRIBUTIONS, distribution_name
+from diagnose.core.models import Finding, PackageAction, PackageChange
+from diagnose.core.versions import at_least
+from diagnose.knowledge import mined
+from diagnose.knowledge.requirements import installed_version
+
+_MODULE = r"(?P<module>[A-Za-z_]\w*(?:\.\w+)*)"
+_OPEN, _CLOSE = "['\"\u2018]", "['\"\u2019]"  # Python's quotes, or a forum's curly ones
+_MISSING = (
+    re.compile("No module named " + _OPEN + _MODULE + _CLOSE),
+    re.compile(rf"cannot import name {_OPEN}(?P<name>\w+){_CLOSE} from {_OPEN}{_MODULE}"),
+    re.compile(rf"module {_OPEN}{_MODULE}{_CLOSE} has no attribute {_OPEN}(?P<name>\w+)"),
+)
+_INSTALLED_FRAME = re.compile(r'File "[^"\n]*/(?:site|dist)-packages/(?P<package>[A-Za-z_]\w*)/')
+
+
+def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
+    """``finding`` with its change of the engine's package made exact by the releases that
+    have what the failed import asked for; unchanged when its evidence names no engine module,
+    or the mined releases cannot tell (all of them have it, none has it, or the installed
+    release is one that has it)."""
+    return _api_fix(finding, engine_version, None)
+
+
+def library_api_fix(finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
+    """``finding`` with its change of a mined library made exact the same way, by the
+    library's releases, within what the engine release in the log requires of the library
+    when the engine is the code that imports it; unchanged when the package is no mined
+    library, or the releases (or that requirement) cannot tell."""
+    change = finding.package
+    if change is None or change.name not in mined.library_apis():
+        return finding
+    required = None
+    caller = _importer(finding, change.name)
+    if engine in mined.ENGINES and engine_version is not None and caller in (None, engine):
+        required = mined.required(engine, engine_version, change.name)
+    return _api_fix(finding, installed_version(finding, change.name), required)
+
+
+_SUPPORT_CATEGORIES = ("model_unsupported", "launch_args")
+"""Findings whose upgrade is for something the release lacks (a model, a method, an option):
+only a release table that lists it says which release has it, and the newest may not."""
+
+
+def named_upgrade(finding: Finding, engine_version: str | None) -> Finding:
+    """``finding`` with an upgrade of the engine for a fault of the build (a bug a later
+    release fixed) made to name a release: past the one shown, else the newest mined; an
+    upgrade for missing support, and any other change, unchanged."""
+    change = finding.package
+    if change is None or change.action != "upgrade" or change.spec:
+        return finding
+    if finding.category in _SUPPORT_CATEGORIES:
+        return finding
+    spec = mined.upgrade_spec(change.name, engine_version)
+    if not spec:
+        return finding
+    return finding.model_copy(update={"package": change.model_copy(update={"spec": spec})})
+
+
+def _api_fix(
+    finding: Finding, installed: str | None, required: mined.ReleaseRequirement | None
+) -> Finding:
+    change = finding.package
+    if change is None or change.action == "reinstall":
+        return finding
+    for evidence in finding.evidence:
+        for pattern in _MISSING:
+            for found in pattern.finditer(evidence.message or evidence.text):
+                if mined.api_package(found.group("module")) == change.name:
+                    return _moved(finding, change.name, found, installed, required)
+    return finding
+
+
+def _importer(finding: Finding, package: str) -> str | None:
+    """The installed package whose frame is the innermost outside ``package``'s own: the code
+    that asked for the import, as imported; None when no frame shows."""
+    library = mined.library_apis().get(package)
+    own = library.modules if library is not None else (package,)
+    packages = [
+        found.group("package")
+        for evidence in finding.evidence
+        for found in _INSTALLED_FRAME.finditer(evidence.text)
+        if found.group("package") not in own
+    ]
+    return packages[-1] if packages else None
+
+
+def _moved(
+    finding: Finding,
+    package: str,
+    found: re.Match[str],
+    installed: str | None,
+    required: mined.ReleaseRequirement | None,
+) -> Finding:
+    module = found.group("module")
+    name = found.groupdict().get("name")
+    span = mined.api_span(package, module, name)
+    if span is None or span.first is None or span.last_with is None:
+        return finding
+    allowed = _allowed_by(required)
+    having = [release for release in span.releases if span.covers(release) and allowed(release)]
+    what = f"`{name}` of `{module}`" if name else f"`{module}`"
+    title = mined.ENGINE_NAMES.get(package, package)
+    if required is not None and not having:
+        if _pins_within(required, span.first, span.last_with):
+            return finding  # its pin has it: the install, not the requirement, is off
+        note = (
+            f"{required.sentence()}, and no {title} release it allows has {what} (it is in "
+            f"{span.first} to {span.last_with}): the code that imports it was written for "
+            f"another {title} than the engine release requires."
+        )
+        return finding.model_copy(update={"explanation": f"{finding.explanation} {note}"})
+    releases = span.releases
+    start, end = releases.index(span.first), releases.index(span.last_with)
+    shipping = mined.api_span(package, module) if name else None
+    sides = _lacking_sides(span, start, end, shipping, installed, allowed)
+    if sides is None:
+        return finding
+    spec, action, note = _exact(span, having, sides, what, title, _importer_named(finding, package))
+    if required is not None:
+        note += f" {required.sentence()}, and the release to install keeps to it."
+    note += f" Install {package}{spec}."
+    return finding.model_copy(
+        update={
+            "package": PackageAction(name=package, spec=spec, action=action),
+            "explanation": f"{finding.explanation} {note}",
+        }
+    )
+
+
+def _exact(
+    span: mined.ReleaseSpan,
+    having: list[str],
+    sides: tuple[bool, bool],
+    what: str,
+    title: str,
+    importer: str,
+) -> tuple[str, PackageChange, str]:
+    """The spec, the action and the sentence for the side of the span the failed release is
+    on: both (the releases between), older (from the first that has it) or newer (the newest
+    that has it); ``having`` holds the releases with it that may be installed, oldest first."""
+    releases = span.releases
+    mined_range = f"of the {title} releases mined, {releases[0]} to {releases[-1]}"
+    if having[-1] == releases[-1]:
+        between = f">={having[0]}"
+    elif having[0] == having[-1]:
+        between = f"=={having[0]}"
+    else:
+        between = f">={having[0]},<={having[-1]}"
+    if sides == (True, True):
+        only = span.first if span.first == span.last_with else f"{span.first} to {span.last_with}"
+        return between, "pin", f"{what} is only in {title} {only} ({mined_range})."
+    if sides == (True, False):
+        note = (
+            f"{what} first comes in {title} {span.first} ({mined_range}): {importer} was "
+            f"written for {title} {span.first} or newer."
+        )
+        return between, "upgrade", note
+    after = releases[releases.index(str(span.last_with)) + 1 :]
+    gone = next((release for release in after if release not in span.unlisted), span.dropped)
+    note = (
+        f"{what} is in {title} up to {span.last_with} and gone from {gone} "
+        f"({mined_range}): {importer} was written for {title} {span.last_with} or older. "
+        f"A release of {importer} written for the installed {title} is the other way."
+    )
+    return f"=={having[-1]}", "downgrade", note
+
+
+def _importer_named(finding: Finding, package: str) -> str:
+    """The importing package as pip names it, in backquotes ("the importing code" when no
+    frame shows)."""
+    importer = _importer(finding, package)
+    if importer is None:
+        return "the importing code"
+    return f"`{DISTRIBUTIONS.get(importer) or distribution_name(importer)}`"
+
+
+def _lacking_sides(
+    span: mined.ReleaseSpan,
+    start: int,
+    end: int,
+    shipping: mined.ReleaseSpan | None,
+    installed: str | None,
+    allowed: Callable[[str], bool],
+) -> tuple[bool, bool] | None:
+    """Whether the release that failed is older or newer than the span (``releases[start]``
+    to ``releases[end]``): by the release installed, else by the releases alone (those the
+    requirement allows, whose tables show it absent); None when neither (every such release
+    has it, or the installed one does: an incomplete install) or the tables cannot say. Where
+    both sides lack a name but one side's releases lack its module too (``shipping``), the
+    other side is the one: there the import would fail as "No module named"."""
+    releases = span.releases
+    if installed is None:
+        older = [r for r in releases[:start] if allowed(r) and r not in span.unlisted]
+        newer = [r for r in releases[end + 1 :] if allowed(r) and r not in span.unlisted]
+        if older and newer and shipping is not None:
+            older_ship, newer_ship = (
+                any(shipping.covers(release) for release in side) for side in (older, newer)
+            )
+            if older_ship != newer_ship:
+                return older_ship, newer_ship
+        return (bool(older), bool(newer)) if older or newer else None
+    standing = [release for release in releases if at_least(installed, release)]
+    if standing and standing[-1] in span.unlisted:
+        return None  # the mined release that stands for it cannot say
+    if not at_least(installed, releases[start]):
+        return True, False
+    if span.dropped is not None and not at_least(releases[end], installed):
+        return False, True  # at or past the drop, or between the samples
+    return None
+
+
+def _allowed_by(required: mined.ReleaseRequirement | None) -> Callable[[str], bool]:
+    """Whether a release is one the importing release's requirement allows (any, without
+    one)."""
+    try:
+        specifier = SpecifierSet(required.spec) if required is not None else None
+    except InvalidSpecifier:
+        specifier = None
+    if specifier is None:
+        return lambda release: True
+    return lambda release: specifier.contains(release, prereleases=True)
+
+
+def _pins_within(required: mined.ReleaseRequirement, first: str, last: str) -> bool:
+    """The requirement pins (``==``) a release from ``first`` to ``last``, the mined releases
+    that have the name (one the samples skip)."""
+    try:
+        pins = [Version(s.version) for s in SpecifierSet(required.spec) if s.operator == "=="]
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+    return any(Version(first) <= pin <= Version(last) for pin in pins)

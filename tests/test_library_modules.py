@@ -1,0 +1,233 @@
+"""The modules and top-level names each release of the libraries under the engines ships
+(outlines, xgrammar, pydantic, transformers, huggingface_hub), mined from their release files,
+and the package changes they make exact: an engine written for one release of a library that
+imports what another release moved asks for the releases that have it, within what the engine
+release in the log requires of the library; nothing is invented where the releases cannot
+tell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnose.core.models import (
+    Confidence,
+    Evidence,
+    Finding,
+    PackageAction,
+    Role,
+    Severity,
+)
+from diagnose.knowledge import mined
+from diagnose.knowledge.package_api import library_api_fix
+from tests.conftest import by_signature, primary
+from tests.test_knowledge_issues import _diagnosed
+from tests.test_knowledge_mined import _load_miner
+
+MINER = Path(__file__).resolve().parent.parent / "scripts" / "mine_knowledge.py"
+
+
+def _cannot_import(name: str, module: str, caller: str = "sglang/srt/constrained") -> str:
+    path = module.replace(".", "/")
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/opt/venv/lib/python3.10/site-packages/{caller}/backend.py", line 20, in '
+        "<module>\n"
+        f"    from {module} import {name}\n"
+        f"ImportError: cannot import name '{name}' from '{module}' "
+        f"(/opt/venv/lib/python3.10/site-packages/{path}.py)\n"
+    )
+
+
+def _change(finding: Finding | None) -> tuple[str, str, str]:
+    assert finding is not None and finding.package is not None
+    return finding.package.name, finding.package.spec, finding.package.action
+
+
+@pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
+def test_the_miner_follows_star_imports_within_the_release_and_reads_lazy_modules() -> None:
+    miner = _load_miner()
+    sources = {
+        "lib": "from .models import *\nfrom .utils import *\nfrom numpy import *\n",
+        "lib.models": "from .bert import *\nfrom .dropped_backend import *\n",
+        "lib.models.bert": "__all__ = ['BertModel']\n__all__ += ['BertConfig']\nclass BertModel: ...\n",
+        "lib.utils": "def helper(): ...\ndef _private(): ...\n",
+        "lib.lazy": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from .utils import helper\n"
+            "else:\n    import sys\n    sys.modules[__name__] = object()\n"
+        ),
+        "lib.hub": "__getattr__, __dir__, __all__ = attach(__name__)\n",
+        "lib.models.xlstm": "from configuration_xlstm import *\n",  # Python 2's relative import
+        "lib.models.xlstm.configuration_xlstm": "__all__ = ['XLSTMConfig']\n",
+    }
+    api = miner.mine_module_api(sources)
+    # the __all__ of the module read; one the release lacks binds nothing (its import fails)
+    assert api["lib.models"] == ["BertConfig", "BertModel"]
+    assert api["lib.models.xlstm"] == ["XLSTMConfig"]
+    assert "helper" in api["lib"] and "_private" not in api["lib"]  # public names, no __all__
+    assert "*" in api["lib"]  # numpy's names: outside the release
+    assert "*" in api["lib.lazy"] and "*" in api["lib.hub"]  # they serve names at run time
+    listed = miner.mine_module_api(sources, lazy_names_listed=True)
+    assert listed["lib.lazy"] == ["TYPE_CHECKING", "helper", "sys"]  # the type checker's list
+    assert "*" in listed["lib.hub"]  # no TYPE_CHECKING list: still unknown
+
+
+@pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
+def test_a_source_archive_keeps_the_package_under_its_source_folder() -> None:
+    miner = _load_miner()
+    files = {
+        "python/xgrammar/__init__.py": b"from .kernels import apply\n",
+        "python/xgrammar/kernels/__init__.py": b"def apply(): ...\n",
+        "3rdparty/dlpack/__init__.py": b"",
+    }
+    sources = miner.archives.package_sources(files, "xgrammar")
+    assert sorted(sources) == ["xgrammar", "xgrammar.kernels"]
+
+
+def test_the_library_tables_know_when_a_name_came_and_went() -> None:
+    assert {"outlines", "xgrammar", "pydantic", "transformers", "huggingface-hub"} <= set(
+        mined.library_apis()
+    )
+    assert mined.api_package("huggingface_hub.utils") == "huggingface-hub"
+    assert mined.api_package("transformers.models.mllama") == "transformers"
+    assert mined.api_package("numpy") is None
+    renamed = mined.api_span("outlines", "outlines.fsm.json_schema", "build_regex_from_object")
+    assert renamed is not None and renamed.dropped == "0.0.32"
+    moved = mined.api_span("outlines", "outlines.fsm.json_schema", "build_regex_from_schema")
+    assert moved is not None and moved.first == "0.0.32" and moved.dropped is not None
+    v2 = mined.api_span("pydantic", "pydantic", "model_validator")
+    assert v2 is not None and (v2.first, v2.dropped) == ("2.0", None)
+    # pydantic 2 serves names through a module __getattr__: a name gone from its list at 2.0
+    # may still be served, so no release after 1.10 shows it absent
+    v1 = mined.api_span("pydantic", "pydantic", "BaseSettings")
+    assert v1 is not None and v1.dropped == "2.0"
+    assert {r for r in v1.releases if r.startswith("2.")} <= v1.unlisted
+    cause = by_signature(
+        _diagnosed("ImportError: cannot import name 'BaseSettings' from 'pydantic'\n"),
+        "dependency-api-mismatch",
+    )
+    assert cause is not None and "Install pydantic" not in cause.explanation
+
+
+def test_a_name_the_newer_library_dropped_asks_for_the_newest_release_with_it() -> None:
+    log = (
+        "ImportError: cannot import name 'is_valid_list_of_images' from "
+        "'transformers.models.mllama.image_processing_mllama' (/home/team/venv/lib/python3.10/"
+        "site-packages/transformers/models/mllama/image_processing_mllama.py)\n"
+    )
+    cause = primary(_diagnosed(log))
+    span = mined.api_span(
+        "transformers",
+        "transformers.models.mllama.image_processing_mllama",
+        "is_valid_list_of_images",
+    )
+    assert span is not None and span.last_with == "4.48.3"
+    assert _change(cause) == ("transformers", "==4.48.3", "downgrade")
+    assert f"gone from {span.dropped}" in cause.explanation
+
+
+def test_a_name_only_one_release_has_asks_for_that_release() -> None:
+    log = (
+        '  File "/sgl-workspace/sglang/python/sglang/srt/constrained/xgrammar_backend.py", line '
+        "63, in __init__\n"
+        "      from xgrammar.kernels import apply_token_bitmask_inplace_kernels\n"
+        "  ImportError: cannot import name 'apply_token_bitmask_inplace_kernels' from "
+        "'xgrammar.kernels' (/root/.python/sglang/lib/python3.10/site-packages/xgrammar/kernels/"
+        "__init__.py)\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert _change(cause) == ("xgrammar", "==0.1.17", "pin")
+    assert cause is not None and "is only in xgrammar 0.1.17 (" in cause.explanation
+
+
+@pytest.mark.parametrize(
+    ("log", "change", "gone"),
+    [
+        (  # a lazy __init__ whose TYPE_CHECKING list stands for what __getattr__ serves
+            "ImportError: cannot import name 'cached_download' from 'huggingface_hub' "
+            "(/usr/local/lib/python3.10/dist-packages/huggingface_hub/__init__.py)\n",
+            ("huggingface-hub", "==0.25.2", "downgrade"),
+            "0.26.0",
+        ),
+        (  # transformers 5's top level binds its models through star imports
+            "ImportError: cannot import name 'AutoModelForVision2Seq' from 'transformers' "
+            "(/usr/local/lib/python3.10/dist-packages/transformers/__init__.py)\n",
+            ("transformers", "==4.57.6", "downgrade"),
+            "5.0.0",
+        ),
+    ],
+)
+def test_a_lazy_top_level_still_names_the_release_that_dropped_a_name(
+    log: str, change: tuple[str, str, str], gone: str
+) -> None:
+    cause = primary(_diagnosed(log))
+    assert _change(cause) == change
+    assert cause is not None and f"gone from {gone}" in cause.explanation
+
+
+def test_a_name_the_older_library_lacked_asks_for_the_first_release_with_it() -> None:
+    log = (
+        "ImportError: cannot import name 'model_validator' from 'pydantic' (/usr/local/lib/"
+        "python3.10/dist-packages/pydantic/__init__.cpython-310-x86_64-linux-gnu.so)\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert _change(cause) == ("pydantic", ">=2.0", "upgrade")
+    assert cause is not None and "first comes in pydantic 2.0" in cause.explanation
+
+
+def _pin_of(library: str, evidence: str) -> Finding:
+    """The signature's finding: pin the library, no version."""
+    return Finding(
+        id="f1",
+        signature="dependency-api-mismatch",
+        category="kernel_build",
+        severity=Severity.CRITICAL,
+        role=Role.ROOT_CAUSE,
+        title="t",
+        explanation="e",
+        confidence=Confidence.MEDIUM,
+        evidence=[
+            Evidence(source="x.log", line=i + 1, text=t)
+            for i, t in enumerate(evidence.splitlines())
+        ],
+        patch=None,
+        package=PackageAction(name=library, spec="", action="pin"),
+    )
+
+
+def test_the_engine_release_in_the_log_keeps_the_library_within_its_requirement() -> None:
+    moved = mined.api_span("outlines", "outlines.fsm.json_schema", "build_regex_from_schema")
+    assert moved is not None and moved.first is not None
+    log = _cannot_import("build_regex_from_schema", "outlines.fsm.json_schema", "vllm/model")
+    finding = _pin_of("outlines", log)
+    # Both sides lack it; vLLM 0.5.0.post1 asks for outlines>=0.0.43, past its first release
+    assert _change(library_api_fix(finding, None, None)) == (
+        "outlines",
+        f">={moved.first},<={moved.last_with}",
+        "pin",
+    )
+    kept = library_api_fix(finding, "vllm", "0.5.0.post1")
+    assert _change(kept) == ("outlines", f"=={moved.last_with}", "downgrade")
+    assert "vLLM 0.5.0.post1 requires outlines>=0.0.43" in kept.explanation
+    # Another package's frame imports it: the engine's requirement is not its own
+    other = _pin_of(
+        "outlines",
+        _cannot_import("build_regex_from_schema", "outlines.fsm.json_schema", "xinference/model"),
+    )
+    assert _change(library_api_fix(other, "vllm", "0.5.0.post1"))[2] == "pin"
+    # SGLang 0.4.10 pins outlines==0.1.11, a release without it: no release to name
+    pinned = library_api_fix(
+        _pin_of("outlines", _cannot_import("build_regex_from_schema", "outlines.fsm.json_schema")),
+        "sglang",
+        "0.4.10",
+    )
+    assert pinned.package is not None and pinned.package.spec == ""
+    assert "no outlines release it allows has" in pinned.explanation
+
+
+def test_a_name_every_library_release_has_gets_no_version() -> None:
+    cause = primary(_diagnosed(_cannot_import("BaseModel", "pydantic")))
+    assert cause is not None and cause.package is not None
+    assert "Install pydantic" not in cause.explanation
