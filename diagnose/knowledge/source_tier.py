@@ -1042,7 +1042,9 @@ def _newer_release(context: ReleaseContext, raised_until: str | None) -> Package
         return PackageAction(name=context.engine, spec=f">={target}", action="upgrade")
     if shown is None or at_least(shown, known[-1]):
         return None
-    return PackageAction(name=context.engine, spec=f">{shown}", action="upgrade")
+    return PackageAction(
+        name=context.engine, spec=mined.upgrade_spec(context.engine, shown), action="upgrade"
+    )
 
 
 def _flag_setting(
