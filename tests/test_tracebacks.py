@@ -81,6 +81,21 @@ def test_an_exception_with_no_traceback_goes_on_only_where_its_sentence_does() -
     assert [line_numbers(e) for e in events] == [[1, 2], [3], [4], [5]]
 
 
+def test_an_out_of_memory_message_broken_at_its_sentences_stays_one_message() -> None:
+    """torch's message goes on in sentences that never start anything else; the line after
+    them is other output."""
+    events = group(
+        [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 594.00 MiB.",
+            "GPU 0 has a total capacity of 22.03 GiB of which 582.00 MiB is free.",
+            "Process 29529 has 796.00 MiB memory in use. Of the allocated memory 20.1 GiB is",
+            "allocated by PyTorch.",
+            "GPU 1 is idle.",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3, 4], [5]]
+
+
 def test_a_prefixed_headless_traceback_continues_on_its_process_lines() -> None:
     events = group(
         [

@@ -33,6 +33,13 @@ _ENDS_SENTENCE = re.compile(r"[.!?]\s*$")
 MAX_HEADLESS_MESSAGE_LINES = 5
 """Lines a message with no traceback may take after its first: only a wrapped sentence or
 two, so that the output after an error is not read as part of it."""
+_MESSAGE_GOES_ON = re.compile(
+    r"GPU \d+ has a total capac|Process \d+ has [\d.]+ \S+ memory in use"
+    r"|Including non-PyTorch memory|Of the allocated memory|If reserved but unallocated"
+)
+"""A sentence that only ever continues an exception's message: torch's out-of-memory message,
+which a paste often breaks into lines at its sentences (the numbers a memory setting is
+computed from are in them)."""
 
 
 class _Open:
@@ -147,7 +154,11 @@ class TracebackGrouper:
         ends_message = (
             target.state != "message"
             or target.message_lines >= target.max_message_lines
-            or (target.headless and _ENDS_SENTENCE.search(target.records[-1].text) is not None)
+            or (
+                target.headless
+                and _ENDS_SENTENCE.search(target.records[-1].text) is not None
+                and _MESSAGE_GOES_ON.match(stripped) is None
+            )
             or (record.prefixed and not _is_frame_line(text))
             or _OTHER_WRITER.match(text) is not None
         )
