@@ -82,6 +82,24 @@ def test_an_architecture_only_newer_releases_register_asks_for_the_engine_that_p
     assert spec.startswith(">=0.") and spec != ">=0.7.3"
 
 
+def test_a_release_older_than_any_mined_is_compared_itself_not_as_the_oldest_mined() -> None:
+    """vLLM's V0 engine prints its release; one before the oldest mined lacks what every mined
+    release registers, so the upgrade goes to a release known to have it."""
+    oldest = mined.versions("vllm")[0]
+    assert "Gemma2ForCausalLM" in mined.registries("vllm")[oldest].architectures
+    log = (
+        "INFO 06-28 10:11:12 llm_engine.py:100] Initializing an LLM engine (v0.4.2) with config: "
+        "model='google/gemma-2-9b-it', tokenizer='google/gemma-2-9b-it'\n"
+        "ValueError: Model architectures ['Gemma2ForCausalLM'] are not supported for now. "
+        "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BaiChuanForCausalLM', "
+        "'GemmaForCausalLM', 'LlamaForCausalLM']\n"
+    )
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    assert _upgrade(cause, "vllm") == f">={oldest}"
+    assert "(0.4.2)" in cause.explanation
+
+
 def test_an_architecture_the_installed_release_has_is_left_to_the_other_tiers() -> None:
     log = (
         "(EngineCore_DP0 pid=1) ValueError: Model architectures ['LlamaForCausalLM'] are not "

@@ -220,11 +220,13 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
             return None
         if best is not None and installed is None:
             installed = best[1]
-    if newer is None or (installed is not None and at_least(installed, newer)):
-        return None
+    if newer is None or (installed is not None and at_least(shown or installed, newer)):
+        return None  # the release shown is compared itself: it may be older than any mined
     name = mined.ENGINE_NAMES[engine]
     listed = ", ".join(f"`{a}`" for a in archs)
     title = f"The model's architecture {listed} needs {name} {newer} or newer"
+    if newer == mined.versions(engine)[0]:  # releases before the oldest mined are not read
+        title = f"The model's architecture {listed} needs a newer {name} ({newer} has it)"
     sentences = [
         f"The model declares {listed}; the installed {name}"
         + (f" ({shown})" if shown else "")
