@@ -551,3 +551,21 @@ def test_a_message_the_log_wrapped_mid_sentence_is_quoted_whole() -> None:
     assert cause is not None
     assert [e.line for e in cause.evidence][:2] == [1, 2]
     assert 3 not in [e.line for e in cause.evidence]
+
+
+def test_a_bind_that_fails_after_uvicorns_startup_line_means_the_start_was_never_ready() -> None:
+    """uvicorn says "Application startup complete." before it binds the port: the bind error
+    after it is the failure, not something that happened while serving."""
+    diagnosis = run_text(
+        "INFO:     Started server process [60858]\n"
+        "INFO:     Waiting for application startup.\n"
+        "INFO:     Application startup complete.\n"
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+        "address already in use\n"
+        "INFO:     Waiting for application shutdown.\n"
+        "INFO:     Application shutdown complete.\n"
+    )
+    cause = primary(diagnosis)
+    assert cause is not None and cause.signature == "http-port-in-use"
+    assert diagnosis.phase_reached != "ready"
+    assert all(p.phase != "ready" for a in diagnosis.timeline.attempts for p in a.phases)

@@ -123,6 +123,9 @@ UNKNOWN_SIGNATURE = "unknown-failure"
 _STOP_COMMAND = r"^\s*(?P<user>[\w.-]+) : .*COMMAND=\S*systemctl (?:stop|restart|kill)\b"
 """sudo's line for a person's ``systemctl stop``: who stopped the service. This and the
 other patterns of lines few runs see compile when first used (``re`` caches them)."""
+_NEVER_LISTENED = "error while attempting to bind on address"
+"""uvicorn's bind failure: it says "Application startup complete." before it binds the port,
+so a start that then fails to bind was never ready."""
 _DEATH_NOTICE = "|".join(death_notices())
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
 _RAISED = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:Error|Exception): |\[(?i:error|critical)\])")
@@ -355,6 +358,8 @@ class Engine:
             self._stop_user = stop.group("user")
         elif record.ts is not None and attempt not in self._stops:
             self._last_app_ts[attempt] = record.ts
+        if _NEVER_LISTENED in record.text and attempt in self.incident.ready_seq:
+            self._retract_ready(attempt)
         if phase == "ready":
             self.incident.ready_seq.setdefault(attempt, record.seq)
             if record.ts is not None:
@@ -373,6 +378,17 @@ class Engine:
                     bisect.insort(history, (record.seq, phase))
                     if rank is None and phase == "ready":
                         bisect.insort(self._ready_seqs, record.seq)
+
+    def _retract_ready(self, attempt: int) -> None:
+        """Forget that start attempt ``attempt`` said it was ready."""
+        start = self._attempt_starts[attempt - 1] if attempt else -1
+        del self.incident.ready_seq[attempt]
+        self._ready_ts.pop(attempt, None)
+        self._phase_ts.pop((attempt, "ready"), None)
+        self._ready_seqs[:] = [seq for seq in self._ready_seqs if seq < start]
+        for history in self._phases.values():
+            history[:] = [(seq, p) for seq, p in history if p != "ready" or seq < start]
+        self.attempt_history.retract(attempt, "ready")
 
     def _attempt_of(self, seq: int) -> int:
         return bisect.bisect_right(self._attempt_starts, seq)

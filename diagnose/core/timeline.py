@@ -71,6 +71,11 @@ class TimelineTracker:
         ):
             attempt.phases.append((phase, at))
 
+    def retract(self, index: int, phase: str) -> None:
+        """Attempt ``index`` (0-based) did not reach ``phase`` after all."""
+        attempt = self._current(index)
+        attempt.phases = [(p, at) for p, at in attempt.phases if p != phase]
+
     def attempts(self) -> list[AttemptTimeline]:
         kept = ([self._first] if self._first else []) + list(self._recent)
         return [attempt.frozen() for attempt in kept]
