@@ -569,3 +569,21 @@ def test_a_bind_that_fails_after_uvicorns_startup_line_means_the_start_was_never
     assert cause is not None and cause.signature == "http-port-in-use"
     assert diagnosis.phase_reached != "ready"
     assert all(p.phase != "ready" for a in diagnosis.timeline.attempts for p in a.phases)
+
+
+def test_a_program_seen_building_the_engines_arguments_is_the_one_to_upgrade() -> None:
+    """No list names the program: its frame calls the argument class, so its code passes the
+    keyword, and its upgrade (by its distribution's name) is the change."""
+    cause = primary(
+        run_text(
+            ' File "/tmp/ray/session_1/runtime_resources/working_dir_files/_ray_pkg_ab12/trinity'
+            '/common/models/vllm_model.py", line 64, in __init__\n'
+            " engine_args = vllm.AsyncEngineArgs(\n"
+            "TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument "
+            "'disable_log_requests'\n"
+        )
+    )
+    assert cause is not None and cause.signature == "engine-args-unexpected-keyword"
+    assert cause.patch is None or not cause.patch.args_remove
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("trinity-rft", "upgrade")

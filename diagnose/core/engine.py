@@ -268,6 +268,8 @@ class Engine:
     def _index(self, state: _State) -> None:
         signature = state.signature
         match = signature.match
+        for i, pattern in enumerate(signature.context):  # before the match: a value on an
+            self._patterns.append((state, "context", i, pattern))  # event's earlier line counts
         if isinstance(match, SequenceMatch):
             state.steps = [[] for _ in match.steps]
             for i, step in enumerate(match.steps):
@@ -280,8 +282,6 @@ class Engine:
                 self._patterns.append((state, "until", i, until))
         else:
             self._patterns.append((state, "match", 0, match))
-        for i, pattern in enumerate(signature.context):
-            self._patterns.append((state, "context", i, pattern))
         for i, pattern in enumerate(signature.supporting):
             self._patterns.append((state, "support", i, pattern))
 

@@ -388,6 +388,7 @@ DISTRIBUTIONS = {
     "skimage": "scikit-image",
     "sklearn": "scikit-learn",
     "swift": "ms-swift",
+    "trinity": "trinity-rft",
     "yaml": "pyyaml",
     "zmq": "pyzmq",
 }
