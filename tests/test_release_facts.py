@@ -204,3 +204,31 @@ def test_a_quantization_method_only_a_newer_vllm_registers_asks_for_that_release
     choices = ", ".join(f"'{choice}'" for choice in option.choices if choice is not None)
     log = "vllm serve: error: argument --quantization/-q: invalid choice: 'mxfp4' (choose from "
     assert _upgrade(_cause(f"{log}{choices})\n"), "vllm") == ">=0.10.2"
+
+
+def test_a_value_later_releases_dropped_is_offered_within_the_releases_that_accept_it() -> None:
+    """bitsandbytes left vLLM's quantization methods in a later release: an old release that
+    refuses it is sent to the window of releases that take it, and a release past the window
+    is sent back into it."""
+    takes = lambda v: accepts("vllm", v, "--quantization", "bitsandbytes")  # noqa: E731
+    window = mined.release_window("vllm", takes)
+    assert window is not None
+    first, until = window
+    assert until is not None and mined.first_release_with("vllm", takes) is None
+    old = _cause(
+        "ValueError: Unknown quantization method: bitsandbytes. Must be one of "
+        "['awq', 'gptq', 'squeezellm', 'marlin'].\n",
+        ("vllm", "0.4.0"),
+    )
+    assert old.category == "model_unsupported"
+    assert _upgrade(old, "vllm") == f">={first},<{until}"
+    newest = mined.versions("vllm")[-1]
+    printed = ", ".join(
+        f"'{m}'" for m in sorted(mined.registries("vllm")[newest].quantization_methods)
+    )
+    removed = _cause(
+        f"ValueError: Unknown quantization method: bitsandbytes. Must be one of [{printed}].\n",
+        ("vllm", newest),
+    )
+    assert removed.package is not None
+    assert (removed.package.action, removed.package.spec) == ("downgrade", f">={first},<{until}")

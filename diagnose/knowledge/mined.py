@@ -299,6 +299,25 @@ def first_release_with(engine: str, present: Callable[[str], bool | None]) -> st
     return first
 
 
+def release_window(
+    engine: str, present: Callable[[str], bool | None]
+) -> tuple[str, str | None] | None:
+    """The newest run of mined releases for which ``present(version)`` holds: its oldest
+    release and the first release after it (None when the run reaches the newest release);
+    None when it holds for none. A release for which it is None counts neither way."""
+    known = versions(engine)
+    last = next((i for i in reversed(range(len(known))) if present(known[i])), None)
+    if last is None:
+        return None
+    first = last
+    for index in reversed(range(last)):
+        said = present(known[index])
+        if said is False:
+            break
+        first = index if said else first
+    return known[first], (known[last + 1] if last + 1 < len(known) else None)
+
+
 def first_release_with_flag(engine: str, flag: str) -> str | None:
     """The oldest mined release from which ``engine`` has ``flag`` (exactly, through the newest
     release)."""

@@ -89,26 +89,46 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
         return None
     fields = parsed.groupdict()
     flag = fields.get("flag") or _PARSER_FLAGS[fields.get("kind") or "quantization"]
+    # a checkpoint's own quantization method is support the release lacks, not a bad option
+    category = "model_unsupported" if parsed.re is _UNKNOWN_QUANTIZATION else "launch_args"
     value = parsed.group("value")
     printed = [c.strip().strip("'\"") for c in parsed.group("choices").split(",") if c.strip()]
     if not _printed_by(engine, flag, printed):
         return None  # another engine's flag or values
     name = mined.ENGINE_NAMES[engine]
     installed = _installed(engine, shown, flag, printed)
-    newer = mined.first_release_with(engine, lambda v: accepts(engine, v, flag, value))
+    window = mined.release_window(engine, lambda v: accepts(engine, v, flag, value))
+    newer, until = window if window is not None else (None, None)
+    if until is not None and installed is not None and at_least(installed, until):
+        title = f"`{flag} {value}` was removed in {name} {until}"
+        sentences = [
+            f"The installed {name} refuses `{flag} {value}`: its values are "
+            f"{_listed(printed)}. {name} {newer} to the release before {until} accept "
+            f"`{value}`; {until} and later do not (read from the releases' own flag and "
+            "parser tables).",
+            f"Install a release before {until}, or pick one of the installed release's values.",
+        ]
+        package = PackageAction(name=engine, spec=f">={newer},<{until}", action="downgrade")
+        return _finding(candidate, engine, title, sentences, None, package, category)
     if newer is not None and (installed is None or not at_least(installed, newer)):
         since = f"{name} {newer}" + (
             "" if newer == mined.versions(engine)[0] else ", the first mined release with it"
         )
         title = f"`{flag} {value}` needs a newer {name} (accepted since {since})"
+        accepted = (
+            f"Every {name} release from {newer} on accepts `{value}`"
+            if until is None
+            else f"{name} {newer} to the release before {until} accept `{value}`"
+        )
         sentences = [
             f"The installed {name} refuses `{flag} {value}`: its values are "
-            f"{_listed(printed)}. Every {name} release from {newer} on accepts `{value}` "
-            "(read from the releases' own flag and parser tables).",
+            f"{_listed(printed)}. {accepted} (read from the releases' own flag and parser "
+            "tables).",
             f"Upgrade {name}, or pick one of the installed release's values.",
         ]
-        package = PackageAction(name=engine, spec=f">={newer}", action="upgrade")
-        return _finding(candidate, engine, title, sentences, None, package)
+        spec = f">={newer}" + (f",<{until}" if until else "")
+        package = PackageAction(name=engine, spec=spec, action="upgrade")
+        return _finding(candidate, engine, title, sentences, None, package, category)
     near = _near_choice(value, printed) or _other_engine_spelling(engine, flag, value, printed)
     if near is None:
         return None
@@ -134,9 +154,10 @@ def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:
 
 
 def _installed(engine: str, shown: str | None, flag: str, printed: Sequence[str]) -> str | None:
-    """The installed release: the one shown, else the newest whose values are those printed."""
+    """The installed release: the one shown (compared as it is: it may be older than any
+    mined), else the newest whose values are those printed."""
     if shown is not None:
-        return mined.nearest_version(engine, shown)
+        return shown
     wanted = frozenset(printed)
     matching = [v for v in mined.versions(engine) if _values(engine, v, flag) == wanted]
     return matching[-1] if matching else None
