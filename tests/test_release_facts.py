@@ -232,3 +232,18 @@ def test_a_value_later_releases_dropped_is_offered_within_the_releases_that_acce
     )
     assert removed.package is not None
     assert (removed.package.action, removed.package.spec) == ("downgrade", f">={first},<{until}")
+
+
+def test_an_engine_function_called_with_another_releases_arguments_blames_the_caller() -> None:
+    """`resolve_hf_chat_template` is vLLM's (its module API lists it): a call missing an
+    argument that the installed release requires comes from code written for another one."""
+    assert "vllm.entrypoints.chat_utils" in mined.modules_naming("vllm", "resolve_hf_chat_template")
+    cause = _cause(
+        "[rank0]: TypeError: resolve_hf_chat_template() missing 1 required keyword-only "
+        "argument: 'model_config'\n"
+    )
+    assert cause.signature == "vllm-function-called-by-another-release"
+    assert cause.category == "kernel_build" and cause.package is None
+    assert "another vLLM release" in cause.title
+    unknown = _cause("TypeError: frobnicate_widgets() got an unexpected keyword argument 'x'\n")
+    assert unknown.signature != "vllm-function-called-by-another-release"

@@ -592,6 +592,24 @@ def module_api(package: str, module: str) -> dict[str, Any] | None:
     return None
 
 
+def modules_naming(package: str, name: str) -> tuple[str, ...]:
+    """The modules of an engine or a library whose top level binds ``name`` in some mined
+    release. The whole file is scanned (lines without the name are not parsed): asked only for
+    a name an error calls."""
+    path = _api_path(package)
+    if not path.is_file():
+        return ()
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w.])")
+    found = []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if name in line:
+                row = json.loads(line)
+                if any(word.search(names) for names in row["names"].values()):
+                    found.append(row["module"])
+    return tuple(found)
+
+
 def api_span(package: str, module: str, name: str | None = None) -> ReleaseSpan | None:
     """The mined releases of an engine or a library (``outlines``) that ship ``module`` (with
     ``name`` at its top level, when given; the releases without it that bind names the miner

@@ -283,7 +283,9 @@ def engine_source_findings(
         if best is not None:
             hit, judgement, context, last_raised = best
             return [_finding(hit, judgement, context, candidate, last_raised)]
-        mismatch = _own_code_mismatch(candidate, engines, incident.engine_version)
+        mismatch = _own_code_mismatch(candidate, engines, incident.engine_version) or (
+            _engine_function_called_otherwise(candidate, engines)
+        )
         if mismatch is not None:
             return [mismatch]
     return []
@@ -383,6 +385,65 @@ def _own_code_mismatch(
         phase=candidate.phase,
         tier="engine_source",
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
+    )
+
+
+_FUNCTION_CALL_MISMATCH = re.compile(
+    r"\bTypeError: (?P<function>[a-z]\w*)\(\) (?P<how>"
+    r"missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
+    r"|got an unexpected keyword argument '\w+'"
+    r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given)"
+)
+"""A call that does not fit a plain function's signature (``resolve_hf_chat_template()
+missing 1 required keyword-only argument: 'model_config'``)."""
+
+
+def _engine_function_called_otherwise(
+    candidate: Candidate, engines: Sequence[str]
+) -> Finding | None:
+    """A function of the engine's own modules called as another release defines it: the
+    caller (a program that drives the engine through its Python API, most often) was written
+    for another engine release."""
+    found = _FUNCTION_CALL_MISMATCH.search(candidate.text)
+    if found is None:
+        return None
+    function, how = found.group("function"), found.group("how")
+    named = [(e, m) for e in engines for m in mined.modules_naming(e, function)]
+    if not named or len({e for e, _ in named}) > 1:
+        return None
+    engine = named[0][0]
+    modules = ", ".join(f"`{m}`" for _, m in named[:2])
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    return Finding(
+        id="f0",
+        signature=f"{engine}-function-called-by-another-release",
+        category="kernel_build",
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=f"{name}'s function `{function}()` is called as another {name} release defines it",
+        explanation=(
+            f"`{function}()` is {name}'s own function ({modules}), and the call does not fit it "
+            f"({how}): the calling code was written for another {name} release, one in which "
+            f"`{function}` took other arguments. Most often the caller is a program that drives "
+            f"{name} through its Python API (an evaluation harness such as lm-eval, a trainer, a "
+            "server wrapper): its release written for the installed engine fixes it, or the "
+            f"{name} release that program declares. When the caller is {name}'s own code, the "
+            f"install mixes two releases: reinstall {name}."
+        ),
+        confidence=Confidence.LOW,
+        evidence=[candidate.evidence],
+        patch=None,
+        patch_note=(
+            "No setting changes the call: upgrade the program whose frame calls it (the frame "
+            f"above the error), or install the {name} release that program declares."
+        ),
+        next_checks=[
+            "The frame above the error names the caller; `pip show <that program>` gives the "
+            f"{name} releases it was written for."
+        ],
+        phase=candidate.phase,
+        tier="engine_source",
+        raised_in=f"{name}, {named[0][1]}",
     )
 
 
