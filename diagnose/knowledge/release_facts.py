@@ -232,7 +232,7 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
         return registry is not None and any(a in registry.architectures for a in archs)
 
     newer = mined.first_release_with(engine, registers)
-    installed = mined.nearest_version(engine, shown) if shown else None
+    installed = shown  # compared as it is: it may be older than any mined release
     listed_names = _SUPPORTED.search(candidate.text[parsed.end() :])
     if listed_names is not None:  # the release that printed this list, of either engine
         printed = set(_QUOTED.findall(listed_names.group("names")))
@@ -241,8 +241,8 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
             return None
         if best is not None and installed is None:
             installed = best[1]
-    if newer is None or (installed is not None and at_least(shown or installed, newer)):
-        return None  # the release shown is compared itself: it may be older than any mined
+    if newer is None or (installed is not None and at_least(installed, newer)):
+        return None
     name = mined.ENGINE_NAMES[engine]
     listed = ", ".join(f"`{a}`" for a in archs)
     title = f"The model's architecture {listed} needs {name} {newer} or newer"
