@@ -317,6 +317,13 @@ def test_kubernetes_outranks_the_images_paths() -> None:
     assert recognise(lines).kind == "kubernetes"
 
 
+def test_a_service_links_variable_is_kubernetes() -> None:
+    """Only Kubernetes sets `<SERVICE>_PORT=tcp://IP:PORT` in a container's environment."""
+    line = "ValueError: VLLM_PORT 'tcp://10.96.44.7:8000' appears to be a URI."
+    assert recognise([line]).kind == "kubernetes"
+    assert recognise(["VLLM_PORT=8000"]).kind == "unknown"
+
+
 def test_a_kubelet_container_log_file_is_kubernetes() -> None:
     """A log copied from /var/log/pods (the CRI format: stamp, stream, full or partial tag) was
     written by the kubelet's runtime; `docker logs -t` stamps alone do not say which."""

@@ -27,6 +27,11 @@ _KUBERNETES: tuple[Rule, ...] = (
         (" probe failed",),
         re.compile(r"(?:Startup|Liveness|Readiness) probe failed"),
     ),
+    (
+        "a Service link's variable",
+        ("appears to be a uri", "_port=tcp://"),
+        re.compile(r"[A-Z][A-Z0-9_]*_PORT(?:=| ')tcp://\d"),
+    ),
     ("an OpenShift security context", ("openshift", "restricted-v2"), None),
     ("nvidia.com/gpu", ("nvidia.com/gpu",), None),
     (
