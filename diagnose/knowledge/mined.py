@@ -288,25 +288,28 @@ def registries(engine: str) -> dict[str, Registry]:
 
 def first_release_with(engine: str, present: Callable[[str], bool | None]) -> str | None:
     """The oldest mined release from which ``present(version)`` holds through the newest one
-    (None when it holds for none of them). A release for which it is None (its tables do not
-    say) counts neither way."""
-    first = None
-    for version in reversed(versions(engine)):
-        said = present(version)
-        if said is False:
-            break
-        first = version if said else first
-    return first
+    (None when it holds for none of them, or a newer release drops it)."""
+    window = release_window(engine, present)
+    return window[0] if window is not None and window[1] is None else None
 
 
 def release_window(
     engine: str, present: Callable[[str], bool | None]
 ) -> tuple[str, str | None] | None:
     """The newest run of mined releases for which ``present(version)`` holds: its oldest
-    release and the first release after it (None when the run reaches the newest release);
-    None when it holds for none. A release for which it is None counts neither way."""
+    release and the first release after it that lacks it (None when none does); None when it
+    holds for none. A release for which it is None (its tables do not say) counts neither
+    way."""
     known = versions(engine)
-    last = next((i for i in reversed(range(len(known))) if present(known[i])), None)
+    after: str | None = None
+    last = None
+    for index in reversed(range(len(known))):
+        said = present(known[index])
+        if said:
+            last = index
+            break
+        if said is False:
+            after = known[index]
     if last is None:
         return None
     first = last
@@ -315,7 +318,7 @@ def release_window(
         if said is False:
             break
         first = index if said else first
-    return known[first], (known[last + 1] if last + 1 < len(known) else None)
+    return known[first], after
 
 
 def first_release_with_flag(engine: str, flag: str) -> str | None:
