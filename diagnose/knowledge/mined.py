@@ -602,13 +602,12 @@ def modules_naming(package: str, name: str) -> tuple[str, ...]:
     path = _api_path(package)
     if not path.is_file():
         return ()
-    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w.])")
     found = []
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         for line in handle:
             if name in line:
                 row = json.loads(line)
-                if any(word.search(names) for names in row["names"].values()):
+                if any(name in names.split() for names in row["names"].values()):
                     found.append(row["module"])
     return tuple(found)
 

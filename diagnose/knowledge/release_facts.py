@@ -99,16 +99,17 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
     installed = _installed(engine, shown, flag, printed)
     window = mined.release_window(engine, lambda v: accepts(engine, v, flag, value))
     newer, until = window if window is not None else (None, None)
+    refused = f"The installed {name} refuses `{flag} {value}`: its values are {_listed(printed)}."
+    tables = "(read from the releases' own flag and parser tables)"
+    spec = f">={newer}" + (f",<{until}" if until else "")
     if until is not None and installed is not None and at_least(installed, until):
         title = f"`{flag} {value}` was removed in {name} {until}"
         sentences = [
-            f"The installed {name} refuses `{flag} {value}`: its values are "
-            f"{_listed(printed)}. {name} {newer} to the release before {until} accept "
-            f"`{value}`; {until} and later do not (read from the releases' own flag and "
-            "parser tables).",
+            f"{refused} {name} {newer} to the release before {until} accept `{value}`; "
+            f"{until} and later do not {tables}.",
             f"Install a release before {until}, or pick one of the installed release's values.",
         ]
-        package = PackageAction(name=engine, spec=f">={newer},<{until}", action="downgrade")
+        package = PackageAction(name=engine, spec=spec, action="downgrade")
         return _finding(candidate, engine, title, sentences, None, package, category)
     if newer is not None and (installed is None or not at_least(installed, newer)):
         since = f"{name} {newer}" + (
@@ -121,12 +122,9 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
             else f"{name} {newer} to the release before {until} accept `{value}`"
         )
         sentences = [
-            f"The installed {name} refuses `{flag} {value}`: its values are "
-            f"{_listed(printed)}. {accepted} (read from the releases' own flag and parser "
-            "tables).",
+            f"{refused} {accepted} {tables}.",
             f"Upgrade {name}, or pick one of the installed release's values.",
         ]
-        spec = f">={newer}" + (f",<{until}" if until else "")
         package = PackageAction(name=engine, spec=spec, action="upgrade")
         return _finding(candidate, engine, title, sentences, None, package, category)
     near = _near_choice(value, printed) or _other_engine_spelling(engine, flag, value, printed)
