@@ -865,6 +865,17 @@ class Engine:
         signature = self._signature_of(finding)
         return bool(signature and signature.broad and finding.role is Role.ROOT_CAUSE)
 
+    def _read_around(self, finding: Finding) -> bool:
+        """The finding's signature captured values from lines around its match (the GPU a
+        warning names): it says more of this log than a known issue of the same message."""
+        signature = self._signature_of(finding)
+        values = self.values.get(finding.signature or "", {})
+        return signature is not None and any(
+            name in values
+            for pattern in (*signature.context, *signature.supporting)
+            for name in pattern.compiled.groupindex
+        )
+
     def _says_no_setting_helps(self, finding: Finding) -> bool:
         """The signature chose its empty patch: no configuration change helps here."""
         signature = self._signature_of(finding)
@@ -878,7 +889,11 @@ class Engine:
         template from the engine's source replaces it only with a checked fix. Kept, the
         broad finding takes the fix the release tables derive for its lines."""
         explained = self._explained(unit, engine)
-        if explained is None or not _replaces(explained, broad):
+        if (
+            explained is None
+            or not _replaces(explained, broad)
+            or (explained.tier == "known_issue" and self._read_around(broad))
+        ):
             return self._with_derived_fix(broad, unit, engine)
         return explained.model_copy(
             update={
@@ -1078,7 +1093,7 @@ class Engine:
             explanation += said_by_catch_all
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
-            explanation.append(f"The first error ({where}): {first.text.strip()[:300]}")
+            explanation.append(f"The first error ({where}): {_clipped(first.text, 300)}")
         if died_silently:
             explanation.append(
                 "That is the engine noticing that a process of it died, with no error of that "
@@ -1090,7 +1105,7 @@ class Engine:
             where = f"line {notice.line}" if notice.line is not None else "the evidence"
             explanation.append(
                 f"The engine says that a process of it failed ({where}: "
-                f"{notice.text.strip()[:200]}), but the error that made it fail is not in this "
+                f"{_clipped(notice.text, 200)}), but the error that made it fail is not in this "
                 "input: it was logged before the excerpt begins, or by another process or node "
                 "whose lines were left out. Diagnose the whole log of this start."
             )
@@ -1169,7 +1184,7 @@ class Engine:
         link = linked_option(error, options) if first is not None and options else None
         if link is None or first is None:
             return unknown
-        return _option_path(unknown, link, first.text.strip()[:300], self._engine())
+        return _option_path(unknown, link, _clipped(first.text, 300), self._engine())
 
 
 def _only_a_lead(finding: Finding) -> bool:
@@ -1182,6 +1197,12 @@ def _only_a_lead(finding: Finding) -> bool:
 
 OPTION_PATH_SIGNATURE = "launch-option-code-path"
 """The name of a failure read as the code path one launch option turns on."""
+
+
+def _clipped(text: str, limit: int) -> str:
+    """The line as quoted in prose: stripped, and cut with an ellipsis past ``limit``."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | None) -> Finding:
