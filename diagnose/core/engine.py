@@ -865,14 +865,14 @@ class Engine:
         signature = self._signature_of(finding)
         return bool(signature and signature.broad and finding.role is Role.ROOT_CAUSE)
 
-    def _read_around(self, finding: Finding) -> bool:
-        """The finding's signature captured values from lines around its match (the GPU a
+    def _read_support(self, finding: Finding) -> bool:
+        """The finding's signature read values from a corroborating line (the GPU torch's
         warning names): it says more of this log than a known issue of the same message."""
         signature = self._signature_of(finding)
         values = self.values.get(finding.signature or "", {})
         return signature is not None and any(
             name in values
-            for pattern in (*signature.context, *signature.supporting)
+            for pattern in signature.supporting
             for name in pattern.compiled.groupindex
         )
 
@@ -892,7 +892,7 @@ class Engine:
         if (
             explained is None
             or not _replaces(explained, broad)
-            or (explained.tier == "known_issue" and self._read_around(broad))
+            or (explained.tier == "known_issue" and self._read_support(broad))
         ):
             return self._with_derived_fix(broad, unit, engine)
         return explained.model_copy(

@@ -27,6 +27,9 @@ it ends an exception message, it does not continue it."""
 _HEADLESS_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
 """An exception's own line with no traceback above it (a paste that kept only the error): its
 message may go on over the next lines, as Python prints a message with newlines."""
+_WARNING_GOES_ON = re.compile(r"\.py:\d+: [A-Z]\w*Warning: [^\n]*:\s*$")
+"""A Python warning whose message ends in a colon (``x.py:8: RuntimeWarning: Failed to read
+commit hash:``): the reason is the next line, which is part of the warning, not an error."""
 MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
 _ENDS_SENTENCE = re.compile(r"[.!?]\s*$")
@@ -103,7 +106,14 @@ class TracebackGrouper:
         if record.prefixed and record.engine == "sglang":
             return [*self._close(key), Event([record], seq)]
         target = self._target(record)
-        if target is None and not record.prefixed and _HEADLESS_EXCEPTION.match(record.text):
+        if (
+            target is None
+            and not record.prefixed
+            and (
+                _HEADLESS_EXCEPTION.match(record.text)
+                or _WARNING_GOES_ON.search(record.text) is not None
+            )
+        ):
             self._open[key] = _Open(
                 [record],
                 seq,
