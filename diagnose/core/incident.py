@@ -52,6 +52,7 @@ _ERROR = re.compile(
     r"|\bKilled\b|[Ss]egmentation fault|core dumped|(?:^|: )[a-z_]*error: "
     r"|^\s*(?:[a-z_]\w*\.){2,}[A-Z]\w+: \S"  # an exception class by its module path
     r"|\bE[A-Z0-9]\d{4}: "  # an Ascend CANN error code (EJ0003: ..., EE9999: ...)
+    r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] "  # glog's error and fatal levels
 )
 _CHAINED_EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S")
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")

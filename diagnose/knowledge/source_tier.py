@@ -604,9 +604,15 @@ def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
 
 
 def _category_of_words(candidate: Candidate, knowledge: Knowledge) -> str | None:
+    """The category a rule's words give the message; a rule that holds only for some modules
+    or exceptions says nothing of a message no template places."""
     text = candidate.text[:MESSAGE_WORDS_CHARS]
     return next(
-        (rule.category for rule, words in knowledge.rules if words and words.search(text)),
+        (
+            rule.category
+            for rule, words in knowledge.rules
+            if words and not rule.modules and not rule.exceptions and words.search(text)
+        ),
         None,
     )
 
