@@ -43,6 +43,9 @@ _ARCHITECTURES = re.compile(
     r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
 )
 _SUPPORTED = re.compile(r"Supported architectures: (?P<names>.*)")
+_ON_PLATFORM = re.compile(r"not supported on (?P<platform>[A-Z][\w-]*)")
+"""A platform backend's own list (``... are not supported on Neuron for now``): the mined
+registries are the GPU model registry's, which says nothing of it."""
 _QUOTED = re.compile(r"'([A-Za-z0-9_]+)'")
 
 
@@ -224,6 +227,10 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     archs = [a.strip().strip("'\"") for a in parsed.group("archs").split(",") if a.strip()]
     if not archs:
         return None
+    listed = ", ".join(f"`{a}`" for a in archs)
+    platform = _ON_PLATFORM.search(candidate.text, parsed.start())
+    if platform is not None:
+        return _platform_finding(candidate, engine, listed, platform.group("platform"))
 
     def registers(version: str) -> bool:
         registry = registries.get(version)
@@ -242,7 +249,6 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     if newer is None or (installed is not None and at_least(installed, newer)):
         return None
     name = mined.ENGINE_NAMES[engine]
-    listed = ", ".join(f"`{a}`" for a in archs)
     title = f"The model's architecture {listed} needs {name} {newer} or newer"
     if newer == mined.versions(engine)[0]:  # releases before the oldest mined are not read
         title = f"The model's architecture {listed} needs a newer {name} ({newer} has it)"
@@ -256,6 +262,23 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     ]
     package = PackageAction(name=engine, spec=f">={newer}", action="upgrade")
     return _finding(candidate, engine, title, sentences, None, package, "model_unsupported")
+
+
+def _platform_finding(candidate: Candidate, engine: str, listed: str, platform: str) -> Finding:
+    """A platform backend that runs only the architectures it lists: no release of the GPU
+    registry, and no setting, changes what that backend implements."""
+    name = mined.ENGINE_NAMES[engine]
+    supported = _SUPPORTED.search(candidate.text)
+    sentences = [
+        f"{name}'s {platform} backend runs only the model families it implements"
+        + (f" ({supported.group('names').strip().rstrip('.')})" if supported else "")
+        + f", and {listed} is not one of them: the model is implemented for GPUs, not for "
+        f"{platform}. No flag changes that, and an upgrade helps only where a release adds "
+        f"the family to the {platform} backend.",
+        f"Serve a model of a listed architecture on {platform}, or this model on a GPU.",
+    ]
+    title = f"{name}'s {platform} backend does not implement {listed}"
+    return _finding(candidate, engine, title, sentences, None, None, "model_unsupported")
 
 
 def _closest_registry(printed: set[str]) -> tuple[str, str] | None:

@@ -1584,11 +1584,16 @@ def _unrecognized_fix(
                 )
             else:
                 listed = ", ".join(f"`{c}`" for c in close)
-                if value:
-                    meant = (
-                        f"; did you mean {listed}?" if close else ", nor of the releases before."
+                if value and close:
+                    sentences.append(
+                        f"`{flag}` is not a flag of {release_name}; did you mean {listed}?"
                     )
-                    sentences.append(f"`{flag}` is not a flag of {release_name}{meant}")
+                elif value:  # no release has it, and nothing is spelled near it: it goes
+                    sentences.append(
+                        f"`{flag}` is not a flag of {release_name}, nor of the releases before: "
+                        f"drop it with its value.{_sampling_default(flag, value, table)}"
+                    )
+                    remove.append(flag)
                 else:  # a switch that sets nothing here: the start needs it gone
                     sentences.append(
                         f"`{flag}` is not a flag of {release_name}, so it sets nothing there: "
@@ -1608,6 +1613,28 @@ def _unrecognized_fix(
         else None
     )
     return title, sentences, patch, package
+
+
+_SAMPLING = {"temperature", "top-p", "top-k", "min-p", "repetition-penalty", "repeat-penalty",
+             "presence-penalty", "frequency-penalty"}  # fmt: skip
+"""Sampling settings that other servers (llama.cpp, RamaLama, Ollama) take at launch; vLLM and
+SGLang take them per request."""
+
+
+def _sampling_default(flag: str, value: str, table: mined.FlagTable) -> str:
+    """Where the release takes a sampling setting given as a launch flag: per request, and as
+    the server's default through its generation-config override when it has one."""
+    name = flag[2:].replace("_", "-")
+    if name not in _SAMPLING:
+        return ""
+    said = f" `{name}` is a sampling setting: this engine takes it per request"
+    key = "repetition_penalty" if name == "repeat-penalty" else name.replace("-", "_")
+    if table.lookup("--override-generation-config").outcome == "exact":
+        return (
+            f"{said}, or as the server's default with "
+            f"`--override-generation-config '{{\"{key}\": {value}}}'`."
+        )
+    return f"{said}."
 
 
 _KEYWORD_TOKEN = re.compile(r"(?P<dest>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)=(?P<value>\S+)")
