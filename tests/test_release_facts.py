@@ -100,6 +100,20 @@ def test_a_release_older_than_any_mined_is_compared_itself_not_as_the_oldest_min
     assert "(0.4.2)" in cause.explanation
 
 
+def test_an_architecture_a_platform_backend_lacks_offers_no_upgrade() -> None:
+    """The Neuron backend's own list refused the model: the GPU registry's releases say
+    nothing of it, so no upgrade is offered and no flag either."""
+    log = (
+        "ERROR 12-10 20:13:47 engine.py:366] Model architectures ['OPTForCausalLM'] are not "
+        "supported on Neuron for now. Supported architectures: ['LlamaForCausalLM', "
+        "'MistralForCausalLM']\n"
+    )
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    assert cause.package is None and cause.patch is None
+    assert "Neuron backend" in cause.title and "'LlamaForCausalLM'" in cause.explanation
+
+
 def test_an_architecture_the_installed_release_has_is_left_to_the_other_tiers() -> None:
     log = (
         "(EngineCore_DP0 pid=1) ValueError: Model architectures ['LlamaForCausalLM'] are not "
@@ -118,6 +132,15 @@ def test_a_flag_added_after_the_installed_release_asks_for_an_upgrade() -> None:
     )
     assert _upgrade(cause, "sglang") == f">={first}"
     assert f"added in SGLang {first}" in cause.title
+
+
+def test_a_flag_no_release_has_and_nothing_spelled_near_is_dropped_with_its_value() -> None:
+    """A launcher's llama.cpp option given to vLLM: no release has it, so the patch takes it out,
+    and a sampling setting says where the engine takes it."""
+    cause = _cause("vllm: error: unrecognized arguments: --temperature 0.8\n", ("vllm", "0.11.0"))
+    assert cause.category == "launch_args"
+    assert cause.patch is not None and cause.patch.args_remove == ["--temperature"]
+    assert "per request" in cause.explanation
 
 
 def test_a_flag_spelled_with_underscores_is_respelled_with_its_value() -> None:

@@ -81,6 +81,21 @@ def test_an_exception_with_no_traceback_goes_on_only_where_its_sentence_does() -
     assert [line_numbers(e) for e in events] == [[1, 2], [3], [4], [5]]
 
 
+def test_a_warning_that_ends_in_a_colon_keeps_the_reason_on_its_next_line() -> None:
+    """Python prints a warning's message as it is: one that ends in a colon gives its reason on
+    the next line, which belongs to the warning and is no error of its own."""
+    events = group(
+        [
+            "/usr/lib/python3/dist-packages/vllm/connections.py:8: RuntimeWarning: Failed to "
+            "read commit hash:",
+            "No module named 'vllm._version'",
+            "  from vllm.version import __version__ as VLLM_VERSION",
+            "No module named 'sentencepiece'",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]]
+
+
 def test_an_out_of_memory_message_broken_at_its_sentences_stays_one_message() -> None:
     """torch's message goes on in sentences that never start anything else; the line after
     them is other output."""

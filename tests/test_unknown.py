@@ -139,6 +139,19 @@ def test_an_unexplained_error_whose_words_name_an_area() -> None:
     assert "its own words point at host or shared memory" in cause.explanation.lower()
 
 
+def test_words_of_a_rule_scoped_to_modules_name_no_area_of_an_unplaced_message() -> None:
+    """The word "invalid" names model_unsupported only in a model's or a quantization's code:
+    a message no template places (a glog error line of a transfer engine) is not read so."""
+    cause = primary(
+        run_text(
+            "E0819 11:21:45.193161 147554 rdma_context.cpp:588] Failed to register memory "
+            "0x12397fd5800: Invalid argument [22]\n"
+        )
+    )
+    assert cause is not None and cause.signature == "unknown-failure"
+    assert "rdma_context.cpp:588" in cause.evidence[0].text
+
+
 def test_the_reason_a_line_below_the_first_error_gives_is_read() -> None:
     """A C++ layer prints its failure with a code first and the reason two lines later (CANN's
     `EJ0003: ... Reason: ...`): that line's words name the area, and both lines are evidence.

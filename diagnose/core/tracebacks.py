@@ -30,6 +30,7 @@ message may go on over the next lines, as Python prints a message with newlines.
 _WARNING_GOES_ON = re.compile(r"\.py:\d+: [A-Z]\w*Warning: [^\n]*:\s*$")
 """A Python warning whose message ends in a colon (``x.py:8: RuntimeWarning: Failed to read
 commit hash:``): the reason is the next line, which is part of the warning, not an error."""
+WARNING_MESSAGE_LINES = 2
 MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
 _ENDS_SENTENCE = re.compile(r"[.!?]\s*$")
@@ -106,13 +107,9 @@ class TracebackGrouper:
         if record.prefixed and record.engine == "sglang":
             return [*self._close(key), Event([record], seq)]
         target = self._target(record)
-        if (
-            target is None
-            and not record.prefixed
-            and (
-                _HEADLESS_EXCEPTION.match(record.text)
-                or _WARNING_GOES_ON.search(record.text) is not None
-            )
+        warning = not record.prefixed and _WARNING_GOES_ON.search(record.text) is not None
+        if target is None and (
+            warning or (not record.prefixed and _HEADLESS_EXCEPTION.match(record.text))
         ):
             self._open[key] = _Open(
                 [record],
@@ -120,7 +117,8 @@ class TracebackGrouper:
                 key,
                 True,
                 "message",
-                max_message_lines=MAX_HEADLESS_MESSAGE_LINES,
+                # a warning's reason, then the source line Python prints under it
+                max_message_lines=WARNING_MESSAGE_LINES if warning else MAX_HEADLESS_MESSAGE_LINES,
                 headless=True,
             )
             self._order.append(key)
