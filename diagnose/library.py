@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import regex
 from pydantic import BaseModel, ValidationError
@@ -73,10 +73,26 @@ def _read_bytes(path: Path) -> bytes:
 def _parse_yaml(path: Path, content: bytes) -> object:
     import yaml  # only when the cache has not got the file (a warm run never imports it)
 
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _Loader(base):  # type: ignore[misc,valid-type]
+        """Refuses a key written twice in one mapping, which YAML would let the later one win
+        silently (an example's second `log:` hiding its first)."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    line = key_node.start_mark.line + 1
+                    raise yaml.constructor.ConstructorError(
+                        problem=f"key {key!r} appears twice in one mapping (line {line})"
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
     try:
-        return yaml.load(
-            content.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        )
+        return yaml.load(content.decode("utf-8"), Loader=_Loader)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path}: not valid YAML: {detail}") from None

@@ -65,6 +65,15 @@ def test_yaml_object_tags_are_refused(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_a_key_written_twice_is_refused_not_silently_overwritten(tmp_path: Path) -> None:
+    """YAML lets the later of two equal keys win: an example's second `log:` would hide its
+    first. The loader names the key and its line instead."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("title: one\ntitle: two\n")
+    with pytest.raises(UserError, match=r"key 'title' appears twice in one mapping \(line 2\)"):
+        load_file(path)
+
+
 def _cli(*args: str | Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "diagnose", *map(str, args)],
