@@ -467,6 +467,25 @@ def test_the_wrapper_gives_way_to_an_error_before_it_that_no_signature_knows() -
     assert "vllm-engine-core-failed-wrapper" not in {f.signature for f in diagnosis.findings}
 
 
+def test_a_pin_with_no_version_says_where_the_version_comes_from() -> None:
+    """`pip install 'torchao'` keeps the installed release: a pin the log gives no version for
+    names the check that gives it, not a command that changes nothing."""
+    from diagnose.core.changes import package_line
+
+    cause = primary(
+        run_text(
+            '  File "/venv/lib/python3.12/site-packages/sglang/srt/layers/torchao_utils.py", '
+            "line 46, in apply_torchao_config_to_model\n"
+            "ImportError: cannot import name 'float8_dynamic_activation_float8_weight' from "
+            "'torchao.quantization'\n"
+        )
+    )
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.action, cause.package.spec) == ("torchao", "pin", "")
+    line = package_line(cause) or ""
+    assert "`pip check` names it" in line and "torchao==<that version>" in line
+
+
 def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_build() -> None:
     """An assertion raised in the engine's own frame, pasted without its traceback's header:
     a bug of the build (a newer one is the fix to try); raised in a library's frame, no."""

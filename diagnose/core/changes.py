@@ -143,6 +143,13 @@ def package_line(finding: Finding) -> str | None:
     package = finding.package
     if package is None:
         return None
+    if not package.spec.strip() and package.action in ("pin", "downgrade"):
+        # with no version, `pip install x` keeps the installed one: the version is a check away
+        return (
+            f"{package.action} {package.name} to the release the packages that use it require "
+            f"(`pip check` names it): pip install '{package.name}==<that version>' in the "
+            "server's environment"
+        )
     # with no version, only -U moves an installed package: plain `pip install` keeps it
     upgrade = "-U " if package.action == "upgrade" and not package.spec.strip() else ""
     return (
