@@ -22,6 +22,7 @@ from diagnose.core.incident import (
     ERROR_NEEDLES,
     Failure,
     IncidentTracker,
+    clipped,
     is_noise,
     may_state_a_cause,
     raised_line,
@@ -1093,7 +1094,7 @@ class Engine:
             explanation += said_by_catch_all
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
-            explanation.append(f"The first error ({where}): {_clipped(first.text, 300)}")
+            explanation.append(f"The first error ({where}): {clipped(first.text.strip(), 300)}")
         if died_silently:
             explanation.append(
                 "That is the engine noticing that a process of it died, with no error of that "
@@ -1105,9 +1106,9 @@ class Engine:
             where = f"line {notice.line}" if notice.line is not None else "the evidence"
             explanation.append(
                 f"The engine says that a process of it failed ({where}: "
-                f"{_clipped(notice.text, 200)}), but the error that made it fail is not in this "
-                "input: it was logged before the excerpt begins, or by another process or node "
-                "whose lines were left out. Diagnose the whole log of this start."
+                f"{clipped(notice.text.strip(), 200)}), but the error that made it fail is not in "
+                "this input: it was logged before the excerpt begins, or by another process or "
+                "node whose lines were left out. Diagnose the whole log of this start."
             )
         else:
             explanation.append(
@@ -1184,7 +1185,7 @@ class Engine:
         link = linked_option(error, options) if first is not None and options else None
         if link is None or first is None:
             return unknown
-        return _option_path(unknown, link, _clipped(first.text, 300), self._engine())
+        return _option_path(unknown, link, clipped(first.text.strip(), 300), self._engine())
 
 
 def _only_a_lead(finding: Finding) -> bool:
@@ -1197,12 +1198,6 @@ def _only_a_lead(finding: Finding) -> bool:
 
 OPTION_PATH_SIGNATURE = "launch-option-code-path"
 """The name of a failure read as the code path one launch option turns on."""
-
-
-def _clipped(text: str, limit: int) -> str:
-    """The line as quoted in prose: stripped, and cut with an ellipsis past ``limit``."""
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | None) -> Finding:

@@ -93,13 +93,17 @@ def is_noise(text: str) -> bool:
     return _BENIGN.search(text) is not None
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last of them an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def template_of(text: str) -> str:
     """The line with its variable parts masked: ``Rank 3 died (exit code: -9)`` and
     ``Rank 1 died (exit code: -9)`` both become ``Rank <NUM> died (exit code: <NUM>)``."""
     for regex, mask in _MASKS:
         text = re.sub(regex, mask, text)
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEMPLATE_CHARS else text[: MAX_TEMPLATE_CHARS - 1] + "…"
+    return clipped(" ".join(text.split()), MAX_TEMPLATE_CHARS)
 
 
 def is_error_line(record: Record) -> bool:

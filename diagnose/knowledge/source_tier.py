@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.expr import nearest_choice
-from diagnose.core.incident import announces_next
+from diagnose.core.incident import announces_next, clipped
 from diagnose.core.models import (
     Confidence,
     Finding,
@@ -915,7 +915,7 @@ def _raised_part(text: str, exception: str | None) -> str:
 def _title(exception: str | None, message: str, context: ReleaseContext, source: str) -> str:
     text = _raised_part(message, exception)
     text = re.sub(r"^(?:[\w.]+(?:Error|Exception): )+", "", text)
-    short = text if len(text) <= 110 else text[:109] + "…"
+    short = clipped(text, 110)
     who = "A library under the engine" if source == "libraries" else context.name
     return f"{who} stopped: {short}"
 
@@ -1711,7 +1711,7 @@ def _path_option(flag: str, value: str, table: mined.FlagTable) -> tuple[str, st
 def _help_of(flag: str, table: mined.FlagTable) -> str:
     option = table.lookup(flag).option
     help_text = " ".join((option.help or "").split()) if option is not None else ""
-    return help_text if len(help_text) <= 120 else help_text[:119] + "…"
+    return clipped(help_text, 120)
 
 
 def _added_in(flag: str, context: ReleaseContext) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from diagnose.core.incident import clipped
 from diagnose.core.models import Diagnosis, Evidence, Finding, Role
 from diagnose.render.common import (
     DOCKER_RUN_WORDS,
@@ -127,7 +128,7 @@ def _mermaid_text(text: str, limit: int = 110) -> str:
     """A task or section name: Mermaid reads ``:`` as the start of the task's data and
     ``#``/``;`` as entities and statement ends, so they go."""
     cleaned = " ".join(_MERMAID_UNSAFE.sub(" ", text).split())
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+    return clipped(cleaned, limit)
 
 
 def _mermaid_time(stamp: datetime) -> str:

@@ -22,6 +22,7 @@ from rich.padding import Padding
 from rich.rule import Rule
 from rich.text import Text
 
+from diagnose.core.incident import clipped
 from diagnose.core.models import Diagnosis, Finding, Role
 from diagnose.render.common import (
     DOCKER_RUN_WORDS,
@@ -165,10 +166,6 @@ def _heading(text: str) -> Text:
     return Text(text, style="bold")
 
 
-def _shorten(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _indent(renderable: RenderableType, by: int = 2) -> Padding:
     return Padding(renderable, (0, 0, 0, by), expand=False)
 
@@ -213,7 +210,7 @@ def _finding(
         line.append(f"  {when(first.timestamp)}  ", style="dim")
         if first.rank:
             line.append(f"[{first.rank}] ", style="magenta")
-        line.append(_shorten(message))
+        line.append(clipped(message, 300))
         if len(group) > 1:
             line.append(f"  (again at {places(group[1:])})", style="dim")
         parts.append(_indent(line))
@@ -222,7 +219,7 @@ def _finding(
         for template in finding.templates:
             line = Text()
             line.append(f"{template.count:>4}x  ", style="bold")
-            line.append(_shorten(template.template, 200))
+            line.append(clipped(template.template, 200))
             at = f"line {template.first_line}, " if template.first_line else ""
             line.append(f"  (first: {at}{when(template.first_ts)})", style="dim")
             parts.append(_indent(line))
