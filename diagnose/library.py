@@ -70,15 +70,16 @@ def _read_bytes(path: Path) -> bytes:
         raise UserError(f"{path}: cannot read signature file: {error.strerror}") from None
 
 
-def _parse_yaml(path: Path, content: bytes) -> object:
-    import yaml  # only when the cache has not got the file (a warm run never imports it)
+@functools.cache
+def _yaml_loader() -> Any:
+    """The safe loader (the C one where built), refusing a key written twice in one mapping,
+    which YAML would let the later one win silently (an example's second `log:` hiding its
+    first). Built on first use: a warm run never imports yaml."""
+    import yaml
 
     base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class _Loader(base):  # type: ignore[misc,valid-type]
-        """Refuses a key written twice in one mapping, which YAML would let the later one win
-        silently (an example's second `log:` hiding its first)."""
-
+    class Loader(base):  # type: ignore[misc,valid-type]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[object] = set()
             for key_node, _ in node.value:
@@ -91,8 +92,14 @@ def _parse_yaml(path: Path, content: bytes) -> object:
                 seen.add(key)
             return super().construct_mapping(node, deep)
 
+    return Loader
+
+
+def _parse_yaml(path: Path, content: bytes) -> object:
+    import yaml  # only when the cache has not got the file (a warm run never imports it)
+
     try:
-        return yaml.load(content.decode("utf-8"), Loader=_Loader)
+        return yaml.load(content.decode("utf-8"), Loader=_yaml_loader())
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UserError(f"{path}: not valid YAML: {detail}") from None

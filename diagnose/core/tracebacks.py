@@ -107,25 +107,26 @@ class TracebackGrouper:
         if record.prefixed and record.engine == "sglang":
             return [*self._close(key), Event([record], seq)]
         target = self._target(record)
-        warning = not record.prefixed and _WARNING_GOES_ON.search(record.text) is not None
-        if target is None and (
-            warning or (not record.prefixed and _HEADLESS_EXCEPTION.match(record.text))
-        ):
-            self._open[key] = _Open(
-                [record],
-                seq,
-                key,
-                True,
-                "message",
-                # a warning's reason, then the source line Python prints under it
-                max_message_lines=WARNING_MESSAGE_LINES if warning else MAX_HEADLESS_MESSAGE_LINES,
-                headless=True,
-            )
-            self._order.append(key)
-            return []
-        if target is None:
+        if target is not None:
+            return self._continue(target, record, seq)
+        text = record.text
+        if record.prefixed:
             return [Event([record], seq)]
-        return self._continue(target, record, seq)
+        warning = "Warning: " in text and _WARNING_GOES_ON.search(text) is not None
+        if not warning and not _HEADLESS_EXCEPTION.match(text):
+            return [Event([record], seq)]
+        self._open[key] = _Open(
+            [record],
+            seq,
+            key,
+            True,
+            "message",
+            # a warning's reason, then the source line Python prints under it
+            max_message_lines=WARNING_MESSAGE_LINES if warning else MAX_HEADLESS_MESSAGE_LINES,
+            headless=True,
+        )
+        self._order.append(key)
+        return []
 
     def _target(self, record: Record) -> _Open | None:
         if record.prefixed:  # vLLM: every line carries its own process prefix
