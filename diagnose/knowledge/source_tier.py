@@ -365,26 +365,51 @@ def _own_code_mismatch(
         f"Install a newer {name} release{newer} (or the latest commit of a source build), and "
         "search its issues for the message; a port or plugin needs the release it was written for."
     )
+    return _code_mismatch(
+        candidate,
+        signature=f"{engine}-own-code-mismatch",
+        title=f"{name}'s own {kind} `{owner}` does not fit the code that uses it",
+        explanation=explanation,
+        patch_note=f"No setting makes {name}'s code consistent: a newer (or matching) build does.",
+        next_check=(
+            f"`pip show {engine}` (a version with `dev`, `rc` or `+g<commit>` is a nightly or "
+            "source build) and `pip list | grep -i plugin` for platform ports."
+        ),
+        raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
+        package=PackageAction(name=engine, spec=spec, action="upgrade"),
+    )
+
+
+def _code_mismatch(
+    candidate: Candidate,
+    *,
+    signature: str,
+    title: str,
+    explanation: str,
+    patch_note: str,
+    next_check: str,
+    raised_in: str,
+    package: PackageAction | None = None,
+) -> Finding:
+    """A lead of the engine-source tier: code of the engine and the code that uses it come
+    from releases that do not fit together, which no setting changes."""
     return Finding(
         id="f0",
-        signature=f"{engine}-own-code-mismatch",
+        signature=signature,
         category="kernel_build",
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
-        title=f"{name}'s own {kind} `{owner}` does not fit the code that uses it",
+        title=title,
         explanation=explanation,
         confidence=Confidence.LOW,
         evidence=[candidate.evidence],
         patch=None,
-        patch_note=f"No setting makes {name}'s code consistent: a newer (or matching) build does.",
-        package=PackageAction(name=engine, spec=spec, action="upgrade"),
-        next_checks=[
-            f"`pip show {engine}` (a version with `dev`, `rc` or `+g<commit>` is a nightly or "
-            "source build) and `pip list | grep -i plugin` for platform ports."
-        ],
+        patch_note=patch_note,
+        package=package,
+        next_checks=[next_check],
         phase=candidate.phase,
         tier="engine_source",
-        raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
+        raised_in=raised_in,
     )
 
 
@@ -414,12 +439,9 @@ def _engine_function_called_otherwise(
     engine = named[0][0]
     modules = ", ".join(f"`{m}`" for _, m in named[:2])
     name = mined.ENGINE_NAMES.get(engine, engine)
-    return Finding(
-        id="f0",
+    return _code_mismatch(
+        candidate,
         signature=f"{engine}-function-called-by-another-release",
-        category="kernel_build",
-        severity=Severity.ERROR,
-        role=Role.ROOT_CAUSE,
         title=f"{name}'s function `{function}()` is called as another {name} release defines it",
         explanation=(
             f"`{function}()` is {name}'s own function ({modules}), and the call does not fit it "
@@ -430,19 +452,14 @@ def _engine_function_called_otherwise(
             f"{name} release that program declares. When the caller is {name}'s own code, the "
             f"install mixes two releases: reinstall {name}."
         ),
-        confidence=Confidence.LOW,
-        evidence=[candidate.evidence],
-        patch=None,
         patch_note=(
             "No setting changes the call: upgrade the program whose frame calls it (the frame "
             f"above the error), or install the {name} release that program declares."
         ),
-        next_checks=[
+        next_check=(
             "The frame above the error names the caller; `pip show <that program>` gives the "
             f"{name} releases it was written for."
-        ],
-        phase=candidate.phase,
-        tier="engine_source",
+        ),
         raised_in=f"{name}, {named[0][1]}",
     )
 
