@@ -741,6 +741,20 @@ def test_a_refusal_the_engine_calls_temporary_is_fixed_by_the_first_release_with
     assert "does not support this *yet*" in cause.explanation
 
 
+def test_a_refused_pair_no_later_release_lifts_is_fixed_by_leaving_the_feature_out() -> None:
+    """gpt-oss from a bitsandbytes checkpoint, the release not shown: no release to move to is
+    known, so the fix is a checkpoint in another format."""
+    message = (
+        "AttributeError: Model GptOssForCausalLM does not support BitsAndBytes quantization yet. "
+        "No 'packed_modules_mapping' found.\n"
+    )
+    cause = _cause(message, None)
+    assert cause.package is None and cause.patch is None
+    assert cause.patch_note is not None
+    assert "refuses `GptOssForCausalLM` with BitsAndBytes quantization" in cause.patch_note
+    assert "another format" in cause.patch_note
+
+
 def test_a_model_version_above_every_listed_one_is_a_newer_model_than_the_release() -> None:
     """MiniCPM-V 4.5 on vLLM 0.10.1: the version shown is above the list, so any later release
     is the way (the wording's own history is not: a later release renamed only its hole)."""

@@ -3,7 +3,13 @@ error names is the lead (core/optionlink.py)."""
 
 from __future__ import annotations
 
-from diagnose.core.optionlink import launch_options, linked_option, words_of
+from diagnose.core.optionlink import (
+    env_assignments,
+    forced_test_switch,
+    launch_options,
+    linked_option,
+    words_of,
+)
 from tests.conftest import primary, run_text
 
 ERROR = "AttributeError: 'TransformersForCausalLM' object has no attribute 'tp_size'"
@@ -56,3 +62,46 @@ def test_a_failure_in_an_options_code_path_says_so_with_the_test_of_it() -> None
     unrelated = log.replace("--model-impl transformers", "--mem-fraction-static 0.8")
     other = primary(run_text(unrelated))
     assert other is not None and other.signature == "sglang-own-code-mismatch"
+
+
+def test_engine_variables_set_on_a_line_are_read_with_their_values() -> None:
+    line = "docker run -e VLLM_USE_FLASHINFER_MOE_FP8=1 -e SGLANG_X=0 --env HF_TOKEN=t vllm/vllm"
+    assert env_assignments(line) == [("VLLM_USE_FLASHINFER_MOE_FP8", "1"), ("SGLANG_X", "0")]
+    assert env_assignments("$VLLM_PORT=8000 is not set here, nor MY_VLLM_X=1") == []
+
+
+def test_a_variable_links_by_its_name_and_only_when_it_is_on() -> None:
+    error = 'File "/usr/lib/python3/site-packages/flashinfer/fused_moe/core.py", line 5, in run'
+    on = [("VLLM_USE_FLASHINFER_MOE_FP8", "1"), ("--port", "8000")]
+    link = linked_option(error, on)
+    assert link is not None and link.is_variable and link.word == "flashinfer"
+    assert linked_option(error, [("VLLM_USE_FLASHINFER_MOE_FP8", "0")]) is None
+
+
+def test_one_test_switch_on_is_a_lead_two_are_none() -> None:
+    link = forced_test_switch({"VLLM_TEST_FORCE_FP8_MARLIN": "1", "VLLM_USE_V1": "1"})
+    assert link is not None and (link.flag, link.word) == (
+        "VLLM_TEST_FORCE_FP8_MARLIN",
+        "test switch",
+    )
+    assert forced_test_switch({"VLLM_TEST_FORCE_FP8_MARLIN": "0"}) is None
+    assert forced_test_switch({"VLLM_TEST_A": "1", "VLLM_TEST_B": "1"}) is None
+
+
+def test_a_forced_test_path_that_fails_is_unset_first() -> None:
+    """The real shape of a DGX Spark report: Marlin forced by a test switch, then an engine
+    class lacks an attribute the forced path asks for."""
+    log = (
+        "export VLLM_NVFP4_GEMM_BACKEND=marlin\n"
+        "export VLLM_TEST_FORCE_FP8_MARLIN=1\n"
+        "vllm serve unsloth/Qwen3.6-35B-A3B-NVFP4-Fast --port 8000 --max-model-len 262144\n"
+        "(EngineCore pid=689378) AttributeError: 'ParallelLMHead' object has no attribute "
+        "'output_size_per_partition'\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "launch-option-code-path"
+    assert cause.patch is not None and cause.patch.env_unset == ["VLLM_TEST_FORCE_FP8_MARLIN"]
+    assert "is a test switch" in cause.explanation
+    assert primary(run_text(log.replace("FP8_MARLIN=1", "FP8_MARLIN=0"))).signature != (
+        "launch-option-code-path"
+    )

@@ -43,7 +43,13 @@ from diagnose.core.models import (
     Severity,
     Timeline,
 )
-from diagnose.core.optionlink import OptionLink, launch_options, linked_option
+from diagnose.core.optionlink import (
+    OptionLink,
+    env_assignments,
+    forced_test_switch,
+    launch_options,
+    linked_option,
+)
 from diagnose.core.ranking import (
     Draft,
     catch_all_failures,
@@ -82,6 +88,8 @@ REGEX_TIMEOUT_S = 1.0
 MAX_HITS = 64
 """Hits kept per signature: the first ones, and a running count of the rest."""
 MAX_EVIDENCE = 6
+MAX_ENGINE_VARIABLES = 64
+"""Engine variables kept from the log: a pasted environment dump stays small."""
 EXCERPT_LINES = 40
 """An input this short may be a pasted excerpt: its lines are read even with no error word."""
 PRINTED_BY = "printed_by"
@@ -194,6 +202,8 @@ class Engine:
         self._states = [_State(signature) for signature in signatures]
         self.facts: dict[str, Any] = {}
         """Values every signature sees: launch arguments, versions (from ``_facts.yaml``)."""
+        self.env_given: dict[str, str] = {}
+        """The engine variables the log shows set, each with its latest value."""
         if engine_version is not None:  # given by the user: it outranks what the log shows
             self.facts[f"{engine_version[0]}_version"] = engine_version[1]
         self._given_version = engine_version
@@ -476,6 +486,8 @@ class Engine:
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
         if role == "fact":
             self.facts.update(hit.captures)
+            if "engine_env" in hit.captures and len(self.env_given) < MAX_ENGINE_VARIABLES:
+                self.env_given.update(env_assignments(hit.record.text))
         elif role == "context":
             state.context.update(hit.captures)
         elif role == "support":
@@ -1181,8 +1193,12 @@ class Engine:
         error = " ".join(r.text for r in [*failure.first_error, *failure.traceback])
         options = launch_options(
             self.facts.get("launch_command"), self.facts.get("launch_settings")
+        ) + list(self.env_given.items())
+        link = (
+            (linked_option(error, options) or forced_test_switch(self.env_given))
+            if first is not None and options
+            else None
         )
-        link = linked_option(error, options) if first is not None and options else None
         if link is None or first is None:
             return unknown
         return _option_path(unknown, link, clipped(first.text.strip(), 300), self._engine())
@@ -1201,16 +1217,31 @@ OPTION_PATH_SIGNATURE = "launch-option-code-path"
 
 
 def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | None) -> Finding:
-    """The unknown failure read as the code path one launch option turns on: a lead, at low
-    confidence, whose fix is the test of it (start without the option, or upgrade)."""
-    setting = f"{link.flag} {link.value}" if link.value else link.flag
+    """The unknown failure read as the code path one launch option or engine variable turns
+    on: a lead, at low confidence, whose fix is the test of it (start without it, or upgrade)."""
     name = next((p.display_name for p in profiles() if p.name == engine), "the engine")
+    if link.is_variable:
+        setting = f"{link.flag}={link.value}"
+        what, without = f"the environment variable `{setting}`", f"`{link.flag}` unset"
+        patch = Patch(env_unset=[link.flag])
+    else:
+        setting = f"{link.flag} {link.value}" if link.value else link.flag
+        what, without = f"the launch option `{setting}`", f"without `{link.flag}`"
+        patch = Patch(args_remove=[link.flag])
+    if link.word == "test switch":
+        lead = (
+            f"{what[0].upper()}{what[1:]} is a test switch: it forces a code path no "
+            f"production start takes, and the failure is most likely in that path"
+        )
+    else:
+        lead = (
+            f"The error names `{link.word}`, which {what} selects and no other setting does: "
+            f"the failure is most likely in the optional code path it turns on"
+        )
     said = (
-        f"The error names `{link.word}`, which the launch option `{setting}` selects and no "
-        f"other option does: the failure is most likely in the optional code path that option "
-        f"turns on, a path {name} does not handle in this release (a bug or a combination it "
-        f"does not support yet). Start once without `{link.flag}` (the default path): if the "
-        f"server then starts, that is the cause; a newer {name} release may have fixed the path."
+        f"{lead}, a path {name} does not handle in this release (a bug or a combination it "
+        f"does not support yet). Start once with {without} (the default path): if the server "
+        f"then starts, that is the cause; a newer {name} release may have fixed the path."
     )
     return unknown.model_copy(
         update={
@@ -1218,8 +1249,8 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
             "category": "launch_args",
             "title": f"The failure is in the code path `{setting}` turns on",
             "explanation": f"{said} The first error: {first}",
-            "patch": Patch(args_remove=[link.flag]),
-            "patch_note": f"Without `{link.flag}` the engine takes its default path.",
+            "patch": patch,
+            "patch_note": f"With {without} the engine takes its default path.",
             "package": (PackageAction(name=engine, spec="", action="upgrade") if engine else None),
             "alternatives": [
                 f"Keep `{setting}` and upgrade {name}: the release notes or issues of "

@@ -1,10 +1,13 @@
-"""An error no signature explains, read against the launch options: an optional code path that
-one option turns on, named by the error itself.
+"""An error no signature explains, read against the launch options and the engine variables
+the log shows set: an optional code path that one of them turns on, named by the error itself.
 
 ``--model-impl transformers`` and ``AttributeError: 'TransformersForCausalLM' object has no
 attribute 'tp_size'`` share a word no other option has: the failing code is the path that
-option selects. The link is a lead, not a certainty: the finding says so, and its fix is the
-one that tests it (start without the option, or with the release that fixed the path).
+option selects; so do ``VLLM_USE_FLASHINFER_MOE_FP8=1`` and a traceback through
+``flashinfer/fused_moe``. A test switch (``VLLM_TEST_FORCE_FP8_MARLIN=1``) forces a path no
+production start takes, and is a lead whatever the error says. The link is a lead, not a
+certainty: the finding says so, and its fix is the one that tests it (start without the option
+or the variable, or with the release that fixed the path).
 """
 
 from __future__ import annotations
@@ -55,16 +58,36 @@ _GENERIC = frozenset(
         "format",
         "dtype",
         "device",
+        "sglang",
+        "force",
+        "forced",
+        "test",
     )
 )
 """Words of option names and values that say nothing of a code path."""
 MIN_WORD = 5
 
 
+ENV_ASSIGNMENT = re.compile(
+    r"(?<![\w$])(?P<name>(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+)=(?P<value>[^\s\"',;}]+)"
+)
+"""An engine variable set on a line: ``export VLLM_X=1``, ``-e SGLANG_X=1``, ``Environment=...``."""
+_OFF = frozenset(("0", "false", "no", "off", "none", ""))
+
+
 class OptionLink(NamedTuple):
-    flag: str
+    flag: str  # a launch flag (``--model-impl``) or an engine variable (``VLLM_USE_X``)
     value: str | None
     word: str
+
+    @property
+    def is_variable(self) -> bool:
+        return not self.flag.startswith("-")
+
+
+def env_assignments(text: str) -> list[tuple[str, str]]:
+    """The engine variables a line sets, with their values."""
+    return [(m.group("name"), m.group("value")) for m in ENV_ASSIGNMENT.finditer(text)]
 
 
 def flag_values(words: list[str]) -> list[tuple[str, str]]:
@@ -110,10 +133,26 @@ def linked_option(error: str, options: list[tuple[str, str | None]]) -> OptionLi
     said = words_of(error)
     found: dict[str, OptionLink] = {}
     for flag, value in options:
-        if value is not None and ("/" in value or value.replace(".", "").isdigit()):
+        if not flag.startswith("-"):  # an engine variable: its name says the path it turns on
+            if (value or "").lower() in _OFF:
+                continue
+            own = words_of(flag) - _GENERIC
+        elif value is not None and ("/" in value or value.replace(".", "").isdigit()):
             continue  # a path or a number names no code path
-        own = (words_of(flag) | words_of(value or "")) - _GENERIC
+        else:
+            own = (words_of(flag) | words_of(value or "")) - _GENERIC
         shared = sorted(w for w in own & said if len(w) >= MIN_WORD)
         if shared:
             found.setdefault(flag, OptionLink(flag, value, shared[0]))
     return next(iter(found.values())) if len(found) == 1 else None
+
+
+def forced_test_switch(variables: dict[str, str]) -> OptionLink | None:
+    """The one test switch (``VLLM_TEST_FORCE_FP8_MARLIN=1``) set on, which forces a path no
+    production start takes; None when none is, or more than one."""
+    switches = [
+        OptionLink(name, value, "test switch")
+        for name, value in variables.items()
+        if "_TEST_" in name and value.lower() not in _OFF
+    ]
+    return switches[0] if len(switches) == 1 else None

@@ -1066,12 +1066,29 @@ def derive_fix(
             f"meant, a release {later.spec} may start where this one refuses; read its notes "
             "for the check before upgrading."
         )
+    elif not fix.notes and (refused := _REFUSED_PAIR.search(message)) is not None:
+        subject, feature = refused.group("subject"), refused.group("feature").strip()
+        kind = "a checkpoint in another format (the model's original weights, or a "
+        kind += "quantization this release supports for it)" if "quantiz" in feature.lower() else ""
+        fix.notes.append(
+            f"This release refuses `{subject}` with {feature}: start it without {feature}"
+            + (f", from {kind}" if kind else "")
+            + f", or serve a model that supports {feature}."
+        )
     elif not fix.notes:
         fix.notes.append(
             "The message names no setting this release accepts: no configuration change is "
             "derived from it."
         )
     return fix
+
+
+_REFUSED_PAIR = re.compile(
+    r"(?:[Mm]odel )?`?(?P<subject>[\w./-]{3,80})`? does(?:n't| not) (?:yet )?support "
+    r"(?P<feature>[\w][\w ./-]{2,60}?)(?: yet)?(?:[.:;,]|$)"
+)
+"""A refusal of a pair (``Model GptOssForCausalLM does not support BitsAndBytes quantization
+yet.``): what the message names and the feature it refuses."""
 
 
 _NOT_YET = re.compile(
