@@ -105,3 +105,14 @@ def test_a_forced_test_path_that_fails_is_unset_first() -> None:
     assert primary(run_text(log.replace("FP8_MARLIN=1", "FP8_MARLIN=0"))).signature != (
         "launch-option-code-path"
     )
+
+
+def test_a_variable_an_error_message_quotes_is_not_one_the_log_set() -> None:
+    quoted = (
+        "ValueError: Current values: tokens = 1024, "
+        "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=512. Raise the env var"
+    )
+    assert env_assignments(quoted) == []
+    assert env_assignments("VLLM_A=1 VLLM_B=2 vllm serve m") == [("VLLM_A", "1"), ("VLLM_B", "2")]
+    assert env_assignments("      - VLLM_A=1") == [("VLLM_A", "1")]
+    assert env_assignments('Environment="VLLM_A=1"') == [("VLLM_A", "1")]

@@ -68,10 +68,14 @@ _GENERIC = frozenset(
 MIN_WORD = 5
 
 
-ENV_ASSIGNMENT = re.compile(
-    r"(?<![\w$])(?P<name>(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+)=(?P<value>[^\s\"',;}]+)"
+_ASSIGNMENT = re.compile(
+    r"(?P<name>(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+)=(?P<value>[^\s\"',;}]*[^\s\"',;}.:])"
 )
-"""An engine variable set on a line: ``export VLLM_X=1``, ``-e SGLANG_X=1``, ``Environment=...``."""
+_SETTERS = frozenset(("export", "env", "ENV", "-e", "--env", "set"))
+"""Words after which an assignment sets a variable (a shell, docker, a Dockerfile)."""
+_SET_BY = ("Environment=", "--env=", "-e=")
+_LEADERS = frozenset(("$", "#", ">", "-", "+"))
+"""A prompt or a list item that may open a line of assignments (a shell, a compose file)."""
 _OFF = frozenset(("0", "false", "no", "off", "none", ""))
 
 
@@ -86,8 +90,24 @@ class OptionLink(NamedTuple):
 
 
 def env_assignments(text: str) -> list[tuple[str, str]]:
-    """The engine variables a line sets, with their values."""
-    return [(m.group("name"), m.group("value")) for m in ENV_ASSIGNMENT.finditer(text)]
+    """The engine variables a line sets, with their values: after ``export``, ``env``, ``-e``,
+    ``--env`` or ``Environment=``, or opening a command line (``VLLM_X=1 vllm serve``, a
+    compose file's ``- VLLM_X=1``); never a variable an error message quotes."""
+    found: list[tuple[str, str]] = []
+    opening = True  # still in the words that may open the line with assignments
+    previous = ""
+    for word in text.split():
+        bare = word.strip("\"'")
+        set_by = next((p for p in _SET_BY if bare.startswith(p)), None)
+        if set_by is not None:
+            bare = bare[len(set_by) :].strip("\"'")
+        assignment = _ASSIGNMENT.fullmatch(bare)
+        if assignment and (opening or set_by or previous in _SETTERS):
+            found.append((assignment.group("name"), assignment.group("value")))
+        elif not (word in _SETTERS or (opening and word in _LEADERS) or "=" in bare):
+            opening = False
+        previous = word
+    return found
 
 
 def flag_values(words: list[str]) -> list[tuple[str, str]]:
