@@ -846,3 +846,14 @@ def test_a_check_no_later_release_writes_is_read_with_the_first_release_without_
     assert cause.package is not None
     assert (cause.package.name, cause.package.spec) == ("vllm", ">=0.7.3")
     assert "changed or removed" in cause.explanation
+
+
+def test_a_refused_pair_that_is_no_quantization_names_no_checkpoint_format() -> None:
+    from diagnose.knowledge.source_tier import _REFUSED_PAIR
+
+    found = _REFUSED_PAIR.search("ValueError: FlashInferBackend doesn't support sliding window.")
+    assert found is not None
+    assert (found.group("subject"), found.group("feature")) == (
+        "FlashInferBackend",
+        "sliding window",
+    )

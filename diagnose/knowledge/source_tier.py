@@ -1068,12 +1068,15 @@ def derive_fix(
         )
     elif not fix.notes and (refused := _REFUSED_PAIR.search(message)) is not None:
         subject, feature = refused.group("subject"), refused.group("feature").strip()
-        kind = "a checkpoint in another format (the model's original weights, or a "
-        kind += "quantization this release supports for it)" if "quantiz" in feature.lower() else ""
+        source = (
+            ", from a checkpoint in another format (the model's original weights, or a "
+            "quantization this release supports for it)"
+            if "quantiz" in feature.lower()
+            else ""
+        )
         fix.notes.append(
             f"This release refuses `{subject}` with {feature}: start it without {feature}"
-            + (f", from {kind}" if kind else "")
-            + f", or serve a model that supports {feature}."
+            f"{source}, or serve a model that supports {feature}."
         )
     elif not fix.notes:
         fix.notes.append(
@@ -1084,7 +1087,8 @@ def derive_fix(
 
 
 _REFUSED_PAIR = re.compile(
-    r"(?:[Mm]odel )?`?(?P<subject>[\w./-]{3,80})`? does(?:n't| not) (?:yet )?support "
+    r"(?:^|: |\. )(?:[Mm]odel )?`?(?P<subject>[\w./-]{2,80}(?: [\w./-]{1,40}){0,3}?)`? "
+    r"does(?:n't| not) (?:yet )?support "
     r"(?P<feature>[\w][\w ./-]{2,60}?)(?: yet)?(?:[.:;,]|$)"
 )
 """A refusal of a pair (``Model GptOssForCausalLM does not support BitsAndBytes quantization
