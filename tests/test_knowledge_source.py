@@ -857,3 +857,17 @@ def test_a_refused_pair_that_is_no_quantization_names_no_checkpoint_format() -> 
         "FlashInferBackend",
         "sliding window",
     )
+
+
+def test_a_library_class_called_as_another_release_defines_it_names_the_library() -> None:
+    """transformers' GenerationConfig is no engine class: the call that does not fit it is a
+    pair of releases (the caller's and transformers') that do not fit, fixed by the package."""
+    cause = _cause(
+        "TypeError: GenerationConfig.validate() got an unexpected keyword argument 'strict'\n"
+    )
+    assert cause.signature == "transformers-called-as-another-release-defines-it"
+    assert cause.category == "kernel_build" and cause.tier == "engine_source"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("transformers", "upgrade")
+    attribute = _cause("AttributeError: 'GenerationConfig' object has no attribute 'strict_x'\n")
+    assert attribute.package is not None and attribute.package.action == "pin"

@@ -283,8 +283,10 @@ def engine_source_findings(
         if best is not None:
             hit, judgement, context, last_raised = best
             return [_finding(hit, judgement, context, candidate, last_raised)]
-        mismatch = _own_code_mismatch(candidate, engines, incident.engine_version) or (
-            _engine_function_called_otherwise(candidate, engines)
+        mismatch = (
+            _own_code_mismatch(candidate, engines, incident.engine_version)
+            or _library_code_mismatch(candidate, incident.engine)
+            or _engine_function_called_otherwise(candidate, engines)
         )
         if mismatch is not None:
             return [mismatch]
@@ -377,6 +379,56 @@ def _own_code_mismatch(
         ),
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
         package=PackageAction(name=engine, spec=spec, action="upgrade"),
+    )
+
+
+def _library_code_mismatch(candidate: Candidate, engine: str | None) -> Finding | None:
+    """A call or attribute of a class that one mined library under the engine defines
+    (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config): the calling code,
+    the engine's or a program's, was written for another release of that library."""
+    found = _OWN_CODE_MISMATCH.search(candidate.text)
+    owner = found and (found.group("owner") or found.group("object"))
+    if not owner or owner in _PUBLIC_API:
+        return None
+    defining = {
+        library: modules
+        for library in mined.library_apis()
+        if (modules := mined.modules_naming(library, owner))
+    }
+    if len(defining) != 1:
+        return None
+    ((library, modules),) = defining.items()
+    if found.group("owner"):
+        keyword = "got an unexpected keyword argument" in found.group("how")
+        what = f"`{owner}.{found.group('member')}()` is called in a way it does not take"
+        what += f" ({found.group('how')})"
+    else:
+        keyword = False
+        what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
+    caller = mined.ENGINE_NAMES.get(engine or "", "the engine")
+    direction = (
+        f"a keyword the installed `{library}` does not take is most often one a newer "
+        f"`{library}` added: upgrade it to the release the caller was built against"
+        if keyword
+        else f"install the `{library}` release the caller declares (`pip check` names it)"
+    )
+    return _code_mismatch(
+        candidate,
+        signature=f"{library}-called-as-another-release-defines-it",
+        title=f"`{owner}` of {library} is used as another {library} release defines it",
+        explanation=(
+            f"{what[0].upper()}{what[1:]}. `{owner}` is {library}'s class (`{modules[0]}`), "
+            f"and the code that uses it ({caller}'s, or a program's) was written for another "
+            f"{library} release: the installed pair does not fit. No setting changes that; "
+            f"{direction}, or the caller's release written for the installed {library}."
+        ),
+        patch_note=f"No setting changes the call: the {library} release (or the caller's) does.",
+        next_check=(
+            f"`pip show {library}` against the release the engine build was made with "
+            f"(`pip check`; a container image's own pins)."
+        ),
+        raised_in=f"{library}, {modules[0]} ({owner})",
+        package=PackageAction(name=library, spec="", action="upgrade" if keyword else "pin"),
     )
 
 
