@@ -144,6 +144,8 @@ class ModuleApi(BaseModel):
     """The packages it installs, as imported (``huggingface_hub``)."""
     lazy_names_listed: bool = False
     """Its lazy modules import every name they serve under ``if TYPE_CHECKING:``."""
+    exclude: list[str] = Field(default_factory=list)
+    """Packages it ships as data, not as its API (each with its submodules)."""
     releases: list[Release]
 
 
@@ -821,6 +823,12 @@ def mine_library_api(release: Release, library: ModuleApi) -> dict[str, list[str
     sources: dict[str, str] = {}
     for package in library.modules:
         sources.update(archives.package_sources(files, package))
+    for excluded in library.exclude:
+        sources = {
+            module: source
+            for module, source in sources.items()
+            if module != excluded and not module.startswith(excluded + ".")
+        }
     return mine_module_api(sources, library.lazy_names_listed)
 
 
