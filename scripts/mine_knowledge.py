@@ -6,8 +6,8 @@
     python scripts/mine_knowledge.py check   # are the committed outputs those of the manifest?
 
 ``fetch --only module_apis`` and ``build --only module_apis`` take the libraries' module API
-alone (``module_apis:`` of the manifest, a few hundred MB), keeping every other output as the
-last build wrote it.
+alone (``module_apis:`` of the manifest: about 5 GB of files, 3 of them triton's wheels),
+keeping every other output as the last build wrote it.
 
 The cache is ``$DIAGNOSE_WHEEL_CACHE`` (default ``~/.cache/diagnose-knowledge/wheels``);
 ``fetch`` also stores each engine release's ``Requires-Dist`` there (``requires/``), read from
