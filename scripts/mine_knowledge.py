@@ -5,13 +5,17 @@
     python scripts/mine_knowledge.py build   # mine them (offline, from the cache) and write
     python scripts/mine_knowledge.py check   # are the committed outputs those of the manifest?
 
+``fetch --only module_apis`` and ``build --only module_apis`` take the libraries' module API
+alone (``module_apis:`` of the manifest: about 5 GB of files, 3 of them triton's wheels),
+keeping every other output as the last build wrote it.
+
 The cache is ``$DIAGNOSE_WHEEL_CACHE`` (default ``~/.cache/diagnose-knowledge/wheels``);
 ``fetch`` also stores each engine release's ``Requires-Dist`` there (``requires/``), read from
 the package index's metadata by ``pip install --dry-run --report`` without the wheel.
 Same manifest and same miner give the same bytes: sorted keys and lines, gzip without
 timestamps, a clean environment for the parser harness. ``knowledge/mined/lock.json`` holds
-the hashes of the manifest, of the miner's own sources and of every output, which is what
-``check`` (and the test suite) compare.
+the hashes of the manifest (and of each of its sections), of the miner's own sources and of
+every output, which is what ``check`` (and the test suite) compare.
 """
 
 from __future__ import annotations
@@ -140,6 +144,8 @@ class ModuleApi(BaseModel):
     """The packages it installs, as imported (``huggingface_hub``)."""
     lazy_names_listed: bool = False
     """Its lazy modules import every name they serve under ``if TYPE_CHECKING:``."""
+    exclude: list[str] = Field(default_factory=list)
+    """Packages it ships as data, not as its API (each with its submodules)."""
     releases: list[Release]
 
 
@@ -169,9 +175,21 @@ class Manifest(BaseModel):
         files += [(helper.name, helper) for helper in self.helpers]
         if self.model_types is not None:
             files += [(self.model_types.package, release) for release in self.model_types.releases]
-        for name, library in self.module_apis.items():
-            files += [(name, release) for release in library.releases]
-        return list({pinned.file: (name, pinned) for name, pinned in files}.values())
+        return _each_file_once(files + self.module_api_files())
+
+    def module_api_files(self) -> list[tuple[str, PinnedFile]]:
+        """``(distribution name, file)`` of the libraries whose module API is mined."""
+        return _each_file_once(
+            [
+                (name, release)
+                for name, library in self.module_apis.items()
+                for release in library.releases
+            ]
+        )
+
+
+def _each_file_once(files: list[tuple[str, PinnedFile]]) -> list[tuple[str, PinnedFile]]:
+    return list({pinned.file: (name, pinned) for name, pinned in files}.values())
 
 
 def load_manifest() -> Manifest:
@@ -196,10 +214,12 @@ def cached(pinned: PinnedFile) -> pathlib.Path:
 # --- fetch -------------------------------------------------------------------------------
 
 
-def fetch(manifest: Manifest) -> None:
-    """Download every pinned file missing from the cache, from PyPI's simple index."""
+def fetch(manifest: Manifest, module_apis_only: bool = False) -> None:
+    """Download every pinned file missing from the cache (those of ``module_apis`` alone, when
+    asked), from PyPI's simple index."""
     cache_dir().mkdir(parents=True, exist_ok=True)
-    for distribution, pinned in manifest.pinned_files():
+    files = manifest.module_api_files() if module_apis_only else manifest.pinned_files()
+    for distribution, pinned in files:
         target = cache_dir() / pinned.file
         if target.exists() and archives.sha256_of(target) == pinned.sha256:
             continue
@@ -218,7 +238,9 @@ def fetch(manifest: Manifest) -> None:
             partial.unlink()
             raise SystemExit(f"{pinned.file}: downloaded file does not match the pinned sha256")
         partial.rename(target)
-        print(f"fetched {pinned.file}")
+        print(f"fetched {pinned.file}", flush=True)
+    if module_apis_only:
+        return
     for engine in manifest.engines.values():
         for version in engine.requirement_versions():
             fetch_requires(engine.package, version)
@@ -281,7 +303,12 @@ class Outputs:
     def jsonl_gz(self, relative: str, rows: Iterable[dict[str, Any]]) -> None:
         self.files[relative] = _jsonl_gz_bytes(rows)
 
-    def write(self, manifest_hash: str, miner_hash: str) -> None:
+    def keep(self, kept: list[str]) -> None:
+        """Take these outputs as the last build wrote them."""
+        for relative in kept:
+            self.files[relative] = (OUTPUT / relative).read_bytes()
+
+    def write(self) -> None:
         if OUTPUT.exists():
             for old in sorted(OUTPUT.rglob("*"), reverse=True):
                 if old.is_file():
@@ -292,13 +319,14 @@ class Outputs:
             path = OUTPUT / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
-        LOCK.write_bytes(_json_bytes(lock_document(manifest_hash, miner_hash, self.files)))
+        LOCK.write_bytes(_json_bytes(lock_document(self.files)))
 
 
-def lock_document(manifest_hash: str, miner_hash: str, files: dict[str, bytes]) -> dict[str, Any]:
+def lock_document(files: dict[str, bytes]) -> dict[str, Any]:
     return {
-        "manifest_sha256": manifest_hash,
-        "miner_sha256": miner_hash,
+        "manifest_sha256": manifest_sha256(),
+        "manifest_sections": manifest_sections(),
+        "miner_sha256": miner_sha256(),
         "files": {
             name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())
         },
@@ -307,6 +335,25 @@ def lock_document(manifest_hash: str, miner_hash: str, files: dict[str, bytes]) 
 
 def manifest_sha256() -> str:
     return hashlib.sha256(MANIFEST.read_bytes()).hexdigest()
+
+
+def manifest_sections() -> dict[str, str]:
+    """The sha256 of each top-level section of the manifest, as parsed (comments aside)."""
+    document = yaml.safe_load(MANIFEST.read_text())
+    return {
+        key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+        for key, value in sorted(document.items())
+    }
+
+
+def changed_sections(lock: dict[str, Any]) -> list[str]:
+    """The manifest's sections that changed since the build ``lock`` records (every section
+    where the manifest changed and the lock records none)."""
+    if lock["manifest_sha256"] == manifest_sha256():
+        return []
+    current, built = manifest_sections(), lock.get("manifest_sections", {})
+    sections = current.keys() | built.keys()
+    return sorted(key for key in sections if current.get(key) != built.get(key))
 
 
 def miner_sha256() -> str:
@@ -772,10 +819,16 @@ def build_model_types(manifest: Manifest, outputs: Outputs) -> dict[str, Any] | 
 
 def mine_library_api(release: Release, library: ModuleApi) -> dict[str, list[str]]:
     """The modules and top-level names of one release of a library."""
-    files = archives.load(cached(release))
+    files = archives.load(cached(release), ".py")
     sources: dict[str, str] = {}
     for package in library.modules:
         sources.update(archives.package_sources(files, package))
+    for excluded in library.exclude:
+        sources = {
+            module: source
+            for module, source in sources.items()
+            if module != excluded and not module.startswith(excluded + ".")
+        }
     return mine_module_api(sources, library.lazy_names_listed)
 
 
@@ -823,8 +876,41 @@ def build(manifest: Manifest) -> None:
     if manifest.module_apis:
         sources["module_apis"] = build_module_apis(manifest, outputs)
     outputs.json("sources.json", sources)
-    outputs.write(manifest_sha256(), miner_sha256())
+    outputs.write()
     print(f"wrote {len(outputs.files)} files under {OUTPUT.relative_to(ROOT)}")
+
+
+MODULE_API_OUTPUTS = ("libraries/module_api.json", "libraries/module_api/")
+
+
+def build_module_apis_only(manifest: Manifest) -> None:
+    """Mine the libraries' module API again, keeping every other output (and its hash in the
+    lock) as the last build wrote it: refused where a section of the manifest other than
+    ``module_apis`` changed since, or an output differs from the lock. A change of the miner
+    is taken not to touch the kept outputs; a full build is what shows it."""
+    if not LOCK.exists():
+        raise SystemExit(f"{LOCK.relative_to(ROOT)} is missing: run a full `build`")
+    lock = json.loads(LOCK.read_text())
+    changed = [section for section in changed_sections(lock) if section != "module_apis"]
+    problems = output_problems(lock)
+    if changed or problems:
+        reasons = [f"the manifest's {section} changed since the last build" for section in changed]
+        raise SystemExit("run a full `build`: " + "; ".join(reasons + problems))
+    outputs = Outputs()
+    outputs.keep(
+        [
+            name
+            for name in lock["files"]
+            if not name.startswith(MODULE_API_OUTPUTS) and name != "sources.json"
+        ]
+    )
+    sources = json.loads((OUTPUT / "sources.json").read_text())
+    sources.pop("module_apis", None)
+    if manifest.module_apis:
+        sources["module_apis"] = build_module_apis(manifest, outputs)
+    outputs.json("sources.json", sources)
+    outputs.write()
+    print(f"wrote the module API of {len(manifest.module_apis)} libraries; kept the other outputs")
 
 
 # --- check -------------------------------------------------------------------------------------
@@ -837,9 +923,16 @@ def check() -> list[str]:
     lock = json.loads(LOCK.read_text())
     problems = []
     if lock["manifest_sha256"] != manifest_sha256():
-        problems.append("knowledge/manifest.yaml changed since the last build")
+        sections = ", ".join(changed_sections(lock)) or "its comments"
+        problems.append(f"knowledge/manifest.yaml changed since the last build ({sections})")
     if lock["miner_sha256"] != miner_sha256():
         problems.append("the miner's sources changed since the last build")
+    return problems + output_problems(lock)
+
+
+def output_problems(lock: dict[str, Any]) -> list[str]:
+    """The outputs that are not those ``lock`` records: missing, unlisted or edited."""
+    problems = []
     present = {str(path.relative_to(OUTPUT)) for path in OUTPUT.rglob("*") if path.is_file()} - {
         "lock.json"
     }
@@ -859,7 +952,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("command", choices=["fetch", "build", "check"])
-    command = parser.parse_args().command
+    parser.add_argument(
+        "--only",
+        choices=["module_apis"],
+        help="fetch or build the libraries' module API alone, keeping the other outputs",
+    )
+    arguments = parser.parse_args()
+    command = arguments.command
     if command == "check":
         problems = check()
         for problem in problems:
@@ -867,7 +966,9 @@ def main() -> None:
         raise SystemExit(1 if problems else 0)
     manifest = load_manifest()
     if command == "fetch":
-        fetch(manifest)
+        fetch(manifest, module_apis_only=arguments.only == "module_apis")
+    elif arguments.only == "module_apis":
+        build_module_apis_only(manifest)
     else:
         build(manifest)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -67,6 +68,23 @@ def test_quantization_methods_are_mined_from_each_form_of_the_registry(form):
     assert found["quantization_methods"] == ["awq", "compressed-tensors", "fp8"]
     elsewhere = "sglang.multimodal_gen.runtime.layers.quantization"  # the diffusion runtime's
     assert mine({elsewhere: source})["quantization_methods"] == []
+
+
+@pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
+def test_a_module_api_build_alone_is_refused_where_another_section_changed(tmp_path, monkeypatch):
+    """``build --only module_apis`` keeps the other outputs, so only ``module_apis`` (or a
+    comment) may have changed since the last build."""
+    miner = _load_miner()
+    lock = json.loads(miner.LOCK.read_text())
+    text = miner.MANIFEST.read_text()
+    manifest = tmp_path / "manifest.yaml"
+    monkeypatch.setattr(miner, "MANIFEST", manifest)
+    manifest.write_text("# a comment\n" + text)
+    assert miner.changed_sections(lock) == []
+    manifest.write_text(text.replace("env_prefixes: [SGLANG_, SGL_]", "env_prefixes: [SGLANG_]"))
+    assert miner.changed_sections(lock) == ["engines"]
+    with pytest.raises(SystemExit, match="the manifest's engines changed"):
+        miner.build_module_apis_only(miner.load_manifest())
 
 
 def test_gzip_outputs_carry_no_timestamp():

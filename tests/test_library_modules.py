@@ -1,5 +1,6 @@
 """The modules and top-level names each release of the libraries under the engines ships
-(outlines, xgrammar, pydantic, transformers, huggingface_hub), mined from their release files,
+(outlines, xgrammar, pydantic, transformers, huggingface_hub, torchao, flashinfer,
+compressed_tensors, mistral_common, triton), mined from their release files,
 and the package changes they make exact: an engine written for one release of a library that
 imports what another release moved asks for the releases that have it, within what the engine
 release in the log requires of the library; nothing is invented where the releases cannot
@@ -87,10 +88,20 @@ def test_a_source_archive_keeps_the_package_under_its_source_folder() -> None:
 
 
 def test_the_library_tables_know_when_a_name_came_and_went() -> None:
-    assert {"outlines", "xgrammar", "pydantic", "transformers", "huggingface-hub"} <= set(
-        mined.library_apis()
-    )
+    assert {
+        "outlines",
+        "xgrammar",
+        "pydantic",
+        "transformers",
+        "huggingface-hub",
+        "torchao",
+        "flashinfer-python",
+        "compressed-tensors",
+        "mistral-common",
+        "triton",
+    } <= set(mined.library_apis())
     assert mined.api_package("huggingface_hub.utils") == "huggingface-hub"
+    assert mined.api_package("flashinfer.comm") == "flashinfer-python"
     assert mined.api_package("transformers.models.mllama") == "transformers"
     assert mined.api_package("numpy") is None
     renamed = mined.api_span("outlines", "outlines.fsm.json_schema", "build_regex_from_object")
@@ -175,6 +186,74 @@ def test_a_name_the_older_library_lacked_asks_for_the_first_release_with_it() ->
     cause = primary(_diagnosed(log))
     assert _change(cause) == ("pydantic", ">=2.0", "upgrade")
     assert cause is not None and "first comes in pydantic 2.0" in cause.explanation
+
+
+_SITE = "/usr/local/lib/python3.12/dist-packages"
+
+
+@pytest.mark.parametrize(
+    ("log", "change", "said"),
+    [
+        (  # torchao 0.16 dropped the float8 helpers SGLang's torchao config imports
+            f'  File "{_SITE}/sglang/srt/layers/torchao_utils.py", line 48, in '
+            "apply_torchao_config_to_model\n"
+            "    from torchao.quantization import (\n"
+            "ImportError: cannot import name 'float8_weight_only' from 'torchao.quantization' "
+            f"({_SITE}/torchao/quantization/__init__.py)\n",
+            ("torchao", "==0.15.0", "downgrade"),
+            "is in torchao up to 0.15.0",
+        ),
+        (  # flashinfer's import package maps to its distribution, flashinfer-python
+            f'  File "{_SITE}/vllm/distributed/device_communicators/flashinfer_all_reduce.py", '
+            "line 20, in <module>\n"
+            "    from flashinfer.comm import trtllm_allreduce_fusion\n"
+            "ImportError: cannot import name 'trtllm_allreduce_fusion' from 'flashinfer.comm' "
+            f"({_SITE}/flashinfer/comm/__init__.py)\n",
+            ("flashinfer-python", ">=0.2.7.post1", "upgrade"),
+            "first comes in flashinfer-python 0.2.7.post1",
+        ),
+        (
+            _cannot_import(
+                "is_match",
+                "compressed_tensors.utils",
+                "vllm/model_executor/layers/quantization/compressed_tensors",
+            ),
+            ("compressed-tensors", ">=0.11.0", "upgrade"),
+            "first comes in compressed-tensors 0.11.0",
+        ),
+        (
+            _cannot_import(
+                "SpecialTokenPolicy",
+                "mistral_common.tokens.tokenizers.base",
+                "vllm/transformers_utils/tokenizers",
+            ),
+            ("mistral-common", ">=1.6.4", "upgrade"),
+            "first comes in mistral-common 1.6.4",
+        ),
+        (  # triton_kernels of triton 3.4 beside triton 3.5, which moved the decorator
+            f'  File "{_SITE}/triton_kernels/target_info.py", line 2, in <module>\n'
+            "    from triton.language.core import constexpr_function\n"
+            "ImportError: cannot import name 'constexpr_function' from 'triton.language.core' "
+            f"({_SITE}/triton/language/core.py)\n",
+            ("triton", "==3.4.0", "pin"),
+            "is only in triton 3.4.0",
+        ),
+        (
+            f'  File "{_SITE}/vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe.py",'
+            " line 30, in <module>\n"
+            "    desc = tl.make_tensor_descriptor(a_ptr, shape, strides, block)\n"
+            "AttributeError: module 'triton.language' has no attribute 'make_tensor_descriptor'\n",
+            ("triton", ">=3.4.0", "upgrade"),
+            "first comes in triton 3.4.0",
+        ),
+    ],
+)
+def test_a_library_under_the_engines_gets_the_release_that_has_the_import(
+    log: str, change: tuple[str, str, str], said: str
+) -> None:
+    cause = by_signature(_diagnosed(log), "dependency-api-mismatch")
+    assert _change(cause) == change
+    assert cause is not None and said in cause.explanation
 
 
 def _pin_of(library: str, evidence: str) -> Finding:

@@ -468,22 +468,23 @@ def test_the_wrapper_gives_way_to_an_error_before_it_that_no_signature_knows() -
 
 
 def test_a_pin_with_no_version_says_where_the_version_comes_from() -> None:
-    """`pip install 'torchao'` keeps the installed release: a pin the log gives no version for
-    names the check that gives it, not a command that changes nothing."""
+    """`pip install 'xformers'` keeps the installed release: a pin the log gives no version
+    for (of a library whose releases are not mined) names the check that gives it, not a
+    command that changes nothing."""
     from diagnose.core.changes import package_line
 
     cause = primary(
         run_text(
-            '  File "/venv/lib/python3.12/site-packages/sglang/srt/layers/torchao_utils.py", '
-            "line 46, in apply_torchao_config_to_model\n"
-            "ImportError: cannot import name 'float8_dynamic_activation_float8_weight' from "
-            "'torchao.quantization'\n"
+            '  File "/venv/lib/python3.12/site-packages/vllm/attention/backends/xformers.py", '
+            "line 6, in <module>\n"
+            "ImportError: cannot import name 'memory_efficient_attention_forward' from "
+            "'xformers.ops'\n"
         )
     )
     assert cause is not None and cause.package is not None
-    assert (cause.package.name, cause.package.action, cause.package.spec) == ("torchao", "pin", "")
+    assert (cause.package.name, cause.package.action, cause.package.spec) == ("xformers", "pin", "")
     line = package_line(cause) or ""
-    assert "`pip check` names it" in line and "torchao==<that version>" in line
+    assert "`pip check` names it" in line and "xformers==<that version>" in line
 
 
 def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_build() -> None:

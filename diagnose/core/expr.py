@@ -378,6 +378,7 @@ DISTRIBUTIONS = {
     "dotenv": "python-dotenv",
     "fastchat": "fschat",
     "fitz": "pymupdf",
+    "flashinfer": "flashinfer-python",
     "flash_attn_2_cuda": "flash-attn",
     "flash_attn_cuda": "flash-attn",
     "google": "protobuf",

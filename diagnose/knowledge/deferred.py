@@ -80,7 +80,8 @@ class ReleaseFixChecks:
     by the first transformers release that knows it (and the running release's cap on it), a
     transformers downgrade for a model the engine registers itself to below that release, a
     change of the engine or of a mined library (outlines, xgrammar, pydantic, transformers,
-    huggingface_hub) by the releases that ship the module or name an import missed (an
+    huggingface_hub, torchao, flashinfer, compressed_tensors, mistral_common, triton) by the
+    releases that ship the module or name an import missed (an
     upgrade of the engine that nothing else places: past the release shown, else the newest
     mined), any other change that names no version by the release's requirements (imported
     only for a finding that needs it)."""

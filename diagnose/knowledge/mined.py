@@ -10,8 +10,8 @@ quantization methods), the modules each release ships and the names they bind
 ``native/`` hold the messages and result codes of the libraries under the engines, and
 ``libraries/transformers-model-types.json`` the first transformers release that knows each
 model type, ``libraries/module_api/`` the modules and names of the libraries whose API moves
-(outlines, xgrammar, pydantic, transformers, huggingface_hub). Everything loads on first use
-and is cached.
+(outlines, xgrammar, pydantic, transformers, huggingface_hub, torchao, flashinfer,
+compressed_tensors, mistral_common, triton). Everything loads on first use and is cached.
 """
 
 from __future__ import annotations

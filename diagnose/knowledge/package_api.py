@@ -1,6 +1,7 @@
 """An import that failed, read against the modules and names each release of the imported
 package ships: an engine's (vLLM, SGLang) or a mined library's under it (outlines, xgrammar,
-pydantic, transformers, huggingface_hub).
+pydantic, transformers, huggingface_hub, torchao, flashinfer, compressed_tensors,
+mistral_common, triton).
 
 A plugin, a program or a platform image written for one release of the engine imports a
 module or a name another release does not have ("No module named 'vllm.inputs.data'",

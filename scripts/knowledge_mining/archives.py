@@ -17,27 +17,28 @@ def sha256_of(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def members(archive: pathlib.Path) -> Iterator[tuple[str, bytes]]:
-    """``(path, content)`` of every regular file, in archive order; a source archive's top
-    folder (``vllm-0.34.0/``) is left out of the path."""
+def members(archive: pathlib.Path, suffix: str = "") -> Iterator[tuple[str, bytes]]:
+    """``(path, content)`` of every regular file whose name ends with ``suffix``, in archive
+    order; a source archive's top folder (``vllm-0.34.0/``) is left out of the path."""
     if archive.name.endswith(".whl") or archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as wheel:
             for info in wheel.infolist():
-                if not info.is_dir():
+                if not info.is_dir() and info.filename.endswith(suffix):
                     yield info.filename, wheel.read(info)
         return
     with tarfile.open(archive) as tar:
         for info in tar:
-            if info.isfile():
+            if info.isfile() and info.name.endswith(suffix):
                 name = info.name.split("/", 1)[1] if "/" in info.name else info.name
                 handle = tar.extractfile(info)
                 if handle is not None:
                     yield name, handle.read()
 
 
-def load(archive: pathlib.Path) -> dict[str, bytes]:
-    """Every file of an archive, by path."""
-    return dict(members(archive))
+def load(archive: pathlib.Path, suffix: str = "") -> dict[str, bytes]:
+    """Every file of an archive (those whose name ends with ``suffix``), by path: ``.py``
+    leaves a wheel's compiled libraries unread."""
+    return dict(members(archive, suffix))
 
 
 def python_sources(files: dict[str, bytes], package: str) -> dict[str, str]:
