@@ -144,12 +144,12 @@ def test_words_of_a_rule_scoped_to_modules_name_no_area_of_an_unplaced_message()
     a message no template places (a glog error line of a transfer engine) is not read so."""
     cause = primary(
         run_text(
-            "E0819 11:21:45.193161 147554 rdma_context.cpp:588] Failed to register memory "
-            "0x12397fd5800: Invalid argument [22]\n"
+            "E0819 11:21:45.193161 147554 transfer_metadata.cpp:588] Failed to open segment "
+            "prefill-0: Invalid argument [22]\n"
         )
     )
     assert cause is not None and cause.signature == "unknown-failure"
-    assert "rdma_context.cpp:588" in cause.evidence[0].text
+    assert "transfer_metadata.cpp:588" in cause.evidence[0].text
 
 
 def test_the_reason_a_line_below_the_first_error_gives_is_read() -> None:

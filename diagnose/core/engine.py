@@ -1511,6 +1511,14 @@ def _replaces(explained: Finding, broad: Finding) -> bool:
     ):  # a message matched in the engine's source, with no checked fix, adds nothing to a
         # finding that has one
         return False
+    if (
+        explained.tier == "engine_source"
+        and explained.confidence is Confidence.LOW
+        and explained.package is not None
+        and broad.package is not None
+        and explained.package.name == broad.package.name
+    ):  # a lead that changes the package the signature already changes says no more
+        return False
     if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
         return False  # a known issue of releases other than the one the log shows
     # the engine's message that says which setting, not its value: the signature says more

@@ -382,13 +382,18 @@ def _own_code_mismatch(
     )
 
 
+_PYTHON_TYPES = frozenset(("NoneType", "Ellipsis", "NotImplementedType", "EllipsisType"))
+"""Python's own types that a library's module may bind too (``NoneType = type(None)``): an
+object of one is no library's."""
+
+
 def _library_code_mismatch(candidate: Candidate, engine: str | None) -> Finding | None:
     """A call or attribute of a class that one mined library under the engine defines
     (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config): the calling code,
     the engine's or a program's, was written for another release of that library."""
     found = _OWN_CODE_MISMATCH.search(candidate.text)
     owner = found and (found.group("owner") or found.group("object"))
-    if not owner or owner in _PUBLIC_API:
+    if not owner or owner in _PUBLIC_API or owner in _PYTHON_TYPES:
         return None
     defining = {
         library: modules
