@@ -464,6 +464,19 @@ def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
     )
 
 
+def test_an_exception_written_as_its_class_repr_reads_as_python_writes_it() -> None:
+    """RunPod's worker joins `<class 'TypeError'>`, the message and the traceback object with
+    `; `: the message signatures read is Python's own `TypeError: ...` line."""
+    raw = (
+        "\"Uncaught exception | <class 'TypeError'>; BatchDecodeWithPagedKVCacheWrapper.plan() "
+        "got an unexpected keyword argument 'kv_data_type'; <traceback object at 0x6ffe180f4ac0>;"
+    )
+    record = parse(raw)
+    assert record.raw == raw
+    assert "| TypeError: BatchDecodeWithPagedKVCacheWrapper.plan() got an" in record.text
+    assert parse("ValueError: <class 'Foo'>; kept").text == "ValueError: <class 'Foo'>; kept"
+
+
 def test_a_log_viewers_level_tag_and_literal_newline_are_not_the_message() -> None:
     """RunPod's viewer glues `[info]` to each line and shows the newline as `\\n`: the engine's
     own prefix under it is still read; an error tag with no prefix under it stays, as the

@@ -75,6 +75,12 @@ comes after."""
 _ACTOR_TAG = re.compile(r"\[address=[^\]\s,]+, pid=\d+\] ")
 """The actor framework under xinference (xoscar) writes ``[address=HOST:PORT, pid=N] `` into
 an exception's message, between its class and its words: left out of the message."""
+_CLASS_REPR = re.compile(
+    r"<class '(?P<name>(?:\w+\.)*\w*(?:Error|Exception|Exit|Interrupt|Warning))'>; "
+)
+"""An exception written as its class's repr and its message, ``; ``-joined (RunPod's worker:
+``Uncaught exception | <class 'TypeError'>; X.plan() got ...; <traceback object at 0x...>;``):
+rewritten as Python writes the exception line, ``TypeError: X.plan() got ...``."""
 _VLLM_PROC_ONLY = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
 )
@@ -229,6 +235,8 @@ class LineParser:
             return
         if "[address=" in record.text:
             record.text = _ACTOR_TAG.sub("", record.text)
+        if "<class '" in record.text:
+            record.text = _CLASS_REPR.sub(r"\g<name>: ", record.text)
         viewer = _VIEWER_LEVEL.match(record.text)
         if viewer is not None:  # the line under the tag is what the server wrote
             record.text = record.text[viewer.end() :].removesuffix("\\n")
