@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -198,12 +199,25 @@ def flag_pairs(tokens: list[str]) -> dict[str, str | None]:
     return pairs
 
 
+RENAMED_PROJECTS = {"flashinfer": "flashinfer-python"}
+"""Distributions that one project published under two names: FlashInfer's early wheels (its own
+index) were `flashinfer`, its PyPI releases are `flashinfer-python`."""
+
+
+def project(name: str) -> str:
+    """A distribution name as the package index compares it (PEP 503), one name per project."""
+    normal = re.sub(r"[-_.]+", "-", name).lower()
+    return RENAMED_PROJECTS.get(normal, normal)
+
+
 def covers_package(finding: dict[str, Any], wanted: dict[str, str]) -> bool:
     """The finding asks for the same package change, as a key or failing that in its prose."""
     given = finding.get("package")
     if isinstance(given, dict):  # `pkg[extra]` installs `pkg` too
         name = str(given.get("name") or "").split("[", 1)[0]
-        return bool(name == wanted["name"] and given.get("action") == wanted["action"])
+        return bool(
+            project(name) == project(wanted["name"]) and given.get("action") == wanted["action"]
+        )
     prose = finding_prose(finding)
     action_words = {"reinstall": "install"}
     action_word = action_words.get(wanted["action"], wanted["action"])

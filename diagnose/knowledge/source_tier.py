@@ -392,7 +392,9 @@ def _library_code_mismatch(candidate: Candidate, engine: str | None) -> Finding 
     (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config): the calling code,
     the engine's or a program's, was written for another release of that library."""
     found = _OWN_CODE_MISMATCH.search(candidate.text)
-    owner = found and (found.group("owner") or found.group("object"))
+    if found is None:
+        return None
+    owner = found.group("owner") or found.group("object")
     if not owner or owner in _PUBLIC_API or owner in _PYTHON_TYPES:
         return None
     defining = {
