@@ -1517,7 +1517,9 @@ def _replaces(explained: Finding, broad: Finding) -> bool:
         and explained.package is not None
         and broad.package is not None
         and explained.package.name == broad.package.name
-    ):  # a lead that changes the package the signature already changes says no more
+        and explained.package.name not in {p.name for p in profiles()}
+    ):  # a lead that changes the library the signature already changes says no more (a lead
+        # on the engine's own code reads which way its release is off better than an import)
         return False
     if explained.tier == "known_issue" and explained.confidence is Confidence.LOW:
         return False  # a known issue of releases other than the one the log shows
