@@ -871,3 +871,10 @@ def test_a_library_class_called_as_another_release_defines_it_names_the_library(
     assert (cause.package.name, cause.package.action) == ("transformers", "upgrade")
     attribute = _cause("AttributeError: 'GenerationConfig' object has no attribute 'strict_x'\n")
     assert attribute.package is not None and attribute.package.action == "pin"
+
+
+def test_a_class_name_the_engine_binds_and_a_library_keeps_deep_inside_is_the_engines() -> None:
+    """SGLang's FlashInfer backend defines its own DecodeMetadata; a FlashInfer submodule binds
+    the same name, which FlashInfer's package does not export: no library lead."""
+    cause = _cause("AttributeError: 'DecodeMetadata' object has no attribute 'prefill_wrappers'\n")
+    assert "called-as-another-release-defines-it" not in cause.signature

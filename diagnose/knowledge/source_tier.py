@@ -397,14 +397,17 @@ def _library_code_mismatch(candidate: Candidate, engine: str | None) -> Finding 
     owner = found.group("owner") or found.group("object")
     if not owner or owner in _PUBLIC_API or owner in _PYTHON_TYPES:
         return None
+    apis = mined.library_apis()
     defining = {
-        library: modules
-        for library in mined.library_apis()
-        if (modules := mined.modules_naming(library, owner))
+        library: modules for library in apis if (modules := mined.modules_naming(library, owner))
     }
     if len(defining) != 1:
         return None
     ((library, modules),) = defining.items()
+    engines = [engine] if engine in mined.ENGINES else list(mined.ENGINES)
+    engine_binds = any(mined.modules_naming(str(e), owner) for e in engines)
+    if engine_binds and not set(modules) & set(apis[library].modules):
+        return None  # the engine's own class of that name, not one its package exports
     if found.group("owner"):
         keyword = "got an unexpected keyword argument" in found.group("how")
         what = f"`{owner}.{found.group('member')}()` is called in a way it does not take"
