@@ -310,3 +310,20 @@ def test_a_name_every_library_release_has_gets_no_version() -> None:
     cause = primary(_diagnosed(_cannot_import("BaseModel", "pydantic")))
     assert cause is not None and cause.package is not None
     assert "Install pydantic" not in cause.explanation
+
+
+def test_a_name_no_library_release_has_is_fixed_by_the_engine_that_stops_importing_it() -> None:
+    """vLLM 0.7.2's Qwen2.5-VL module imports a processor only transformers' pre-releases of
+    4.49 had: no transformers release fixes it, a later vLLM (which no longer imports it) does."""
+    log = (
+        f'  File "{_SITE}/vllm/model_executor/models/qwen2_5_vl.py", line 36, in <module>\n'
+        "    from transformers.models.qwen2_5_vl import (Qwen2_5_VLImageProcessor,\n"
+        "ImportError: cannot import name 'Qwen2_5_VLImageProcessor' from "
+        "'transformers.models.qwen2_5_vl' (/usr/local/lib/python3.12/dist-packages/transformers/"
+        "models/qwen2_5_vl/__init__.py)\n"
+    )
+    cause = primary(_diagnosed(log, ("vllm", "0.7.2")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("vllm", "upgrade")
+    assert cause.package.spec == ">0.7.2"
+    assert "in no transformers release" in cause.explanation

@@ -56,9 +56,94 @@ def library_api_fix(finding: Finding, engine: str | None, engine_version: str | 
         return finding
     required = None
     caller = _importer(finding, change.name)
+    if caller in mined.ENGINES:
+        prerelease = _imported_from_no_release(finding, change.name, engine_version)
+        if prerelease is not None:
+            return prerelease
     if engine in mined.ENGINES and engine_version is not None and caller in (None, engine):
         required = mined.required(engine, engine_version, change.name)
     return _api_fix(finding, installed_version(finding, change.name), required)
+
+
+_ENGINE_FRAME = re.compile(
+    r'File "[^"\n]*/(?:site|dist)-packages/(?P<path>(?:vllm|sglang)/[^"\n]+?)(?:/__init__)?\.py"'
+)
+
+
+def _imported_from_no_release(
+    finding: Finding, library: str, engine_version: str | None
+) -> Finding | None:
+    """An engine module that imports from a library a name no release of it has (the module
+    exists, the name never did in the releases mined): the engine release was written against
+    a pre-release of the library, so no release of the library fixes it, and the fix is the
+    engine release whose module no longer imports it. None when the tables say otherwise."""
+    callers = [
+        m.group("path").replace("/", ".")
+        for evidence in finding.evidence
+        for m in _ENGINE_FRAME.finditer(evidence.text)
+    ]
+    if not callers:
+        return None
+    caller = callers[-1]
+    engine = caller.partition(".")[0]
+    for evidence in finding.evidence:
+        for pattern in _MISSING:
+            for found in pattern.finditer(evidence.message or evidence.text):
+                module, name = found.group("module"), found.groupdict().get("name")
+                if name is None or mined.api_package(module) != library:
+                    continue
+                shipped = mined.api_span(library, module)
+                span = mined.api_span(library, module, name)
+                if shipped is None or shipped.first is None or span is None:
+                    continue
+                if span.first is not None or span.unlisted:
+                    continue  # some release has it, or the tables cannot tell
+                return _engine_stops_importing(
+                    finding, (engine, engine_version), caller, module, name, span
+                )
+    return None
+
+
+def _engine_stops_importing(
+    finding: Finding,
+    running: tuple[str, str | None],
+    caller: str,
+    module: str,
+    name: str,
+    library_span: mined.ReleaseSpan,
+) -> Finding | None:
+    """The finding's change made the engine release whose ``caller`` module no longer binds
+    ``name`` (the first mined one after the last that does, or any after the running one)."""
+    engine, engine_version = running
+    own = mined.api_span(engine, caller, name)
+    if own is None:
+        return None
+    title = mined.ENGINE_NAMES.get(engine, engine)
+    library = mined.api_package(module) or module
+    releases = library_span.releases
+    note = (
+        f"`{name}` of `{module}` is in no {library} release (of those mined, {releases[0]} to "
+        f"{releases[-1]}): the {title} code that imports it (`{caller}`) was written against a "
+        f"pre-release of {library}, so no {library} release fixes it."
+    )
+    if own.first is None:
+        spec = mined.upgrade_spec(engine, engine_version)
+        note += f" No mined {title} release imports it there: upgrade {title}."
+    else:
+        later = own.releases[own.releases.index(str(own.last_with)) + 1 :]
+        if not later:
+            return None
+        if engine_version is not None and at_least(engine_version, later[0]):
+            return None
+        spec = f">={later[0]}"
+        note += f" {title} imports it up to {own.last_with} and no longer from {later[0]}."
+    return finding.model_copy(
+        update={
+            "category": "kernel_build",
+            "package": PackageAction(name=engine, spec=spec, action="upgrade"),
+            "explanation": f"{finding.explanation} {note}",
+        }
+    )
 
 
 _SUPPORT_CATEGORIES = ("model_unsupported", "launch_args")
