@@ -143,6 +143,36 @@ def test_a_keyword_newer_releases_have_makes_the_engine_the_upgrade_not_the_prog
     assert "`trl` is written for that newer vLLM" in (fixed.patch_note or "")
 
 
+def test_python_3_9s_unnamed_class_is_read_by_the_call_above_and_older_than_mined() -> None:
+    """Before Python 3.10 the refusal names no class; the code line above calls
+    AsyncEngineArgs. vLLM 0.5.0 is older than every mined release, and all of them have the
+    option: the upgrade is to the oldest mined, said as such."""
+    unnamed = _program_passing("limit_mm_per_prompt", "llamafactory").model_copy(
+        update={
+            "evidence": [
+                Evidence(
+                    source="x.log",
+                    line=4,
+                    text="    self.model = AsyncLLMEngine.from_engine_args("
+                    "AsyncEngineArgs(**engine_args))",
+                ),
+                Evidence(
+                    source="x.log",
+                    line=5,
+                    text="TypeError: __init__() got an unexpected keyword argument "
+                    "'limit_mm_per_prompt'",
+                ),
+            ]
+        }
+    )
+    fixed = ReleaseFixChecks()(unnamed, "vllm", "0.5.0")
+    oldest = mined.versions("vllm")[0]
+    assert fixed.package == PackageAction(name="vllm", spec=f">={oldest}", action="upgrade")
+    assert "the oldest release mined" in (fixed.patch_note or "")
+    alone = unnamed.model_copy(update={"evidence": unnamed.evidence[1:]})
+    assert ReleaseFixChecks()(alone, "vllm", "0.5.0").package == unnamed.package
+
+
 def test_a_keyword_the_engine_dropped_leaves_the_programs_upgrade() -> None:
     """OpenRLHF still passed `worker_use_ray`, which vLLM removed: OpenRLHF is behind."""
     checks = ReleaseFixChecks()

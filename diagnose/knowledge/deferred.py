@@ -135,9 +135,12 @@ def _to_check(words: list[str], engine: str | None, engine_version: str | None) 
 
 
 _ARGUMENT_CLASS_KEYWORD = re.compile(
-    r"\b(?:Async)?(?:EngineArgs|ServerArgs)\.__init__\(\) got an unexpected keyword argument "
-    r"'(?P<keyword>\w+)'"
+    r"\b(?:(?P<owner>(?:Async)?(?:EngineArgs|ServerArgs))\.)?__init__\(\) got an unexpected "
+    r"keyword argument '(?P<keyword>\w+)'"
 )
+"""The argument class refusing a keyword; before Python 3.10 the message names no class
+(``__init__() got ...``), and only a call of the class on the line above says whose it is."""
+_ARGUMENT_CLASS_CALL = re.compile(r"(?<!\w)(?:Async)?(?:EngineArgs|ServerArgs)\(")
 
 
 def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
@@ -148,9 +151,11 @@ def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
     keyword). Newer releases may have them."""
     said = " ".join(e.message or e.text for e in finding.evidence)
     if finding.package is not None:
+        called = _ARGUMENT_CLASS_CALL.search(said) is not None
         return [
             "--" + found.group("keyword").replace("_", "-")
             for found in _ARGUMENT_CLASS_KEYWORD.finditer(said)
+            if found.group("owner") or called
         ]
     if finding.patch is None:
         return []

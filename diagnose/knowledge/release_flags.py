@@ -23,7 +23,9 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     patch = finding.patch
     if patch is None or not patch.args_add or engine not in mined.ENGINES:
         return finding
-    release = mined.nearest_version(engine, shown) if shown is not None else None
+    oldest = next(iter(mined.versions(engine)), None)
+    older_than_mined = shown is not None and oldest is not None and not at_least(shown, oldest)
+    release = shown if older_than_mined else mined.nearest_version(engine, shown) if shown else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
     in_log = flags_named_in(e.message or e.text for e in finding.evidence)
@@ -90,7 +92,9 @@ def newer_flags(
         return finding
     if program is None and (patch is None or not patch.args_remove):
         return finding
-    release = mined.nearest_version(engine, shown) if shown is not None else None
+    oldest = next(iter(mined.versions(engine)), None)
+    older_than_mined = shown is not None and oldest is not None and not at_least(shown, oldest)
+    release = shown if older_than_mined else mined.nearest_version(engine, shown) if shown else None
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
     if not added:
         return _older_engine_for(finding, engine, refused) if program is not None else finding
@@ -99,10 +103,15 @@ def newer_flags(
     for since in added.values():
         upgrade_to = since if at_least(since, upgrade_to) else upgrade_to
     name = mined.ENGINE_NAMES[engine]
+    came = (
+        f"is in {name} {upgrade_to}, the oldest release mined,"
+        if upgrade_to == oldest
+        else f"came with {name} {upgrade_to}"
+    )
     note = (
-        f"{', '.join(f'`{f}`' for f in dropped)} came with {name} {upgrade_to} and is there in "
-        f"every release since: the installed {name} is older than what passes it. Upgrade, or "
-        "take the option out of what passes it."
+        f"{', '.join(f'`{f}`' for f in dropped)} {came} and is there in every release since: "
+        f"the installed {name} is older than what passes it. Upgrade, or take the option out "
+        "of what passes it."
     )
     if program is not None:
         note += f" `{program.name}` is written for that newer {name}: it needs no upgrade itself."
