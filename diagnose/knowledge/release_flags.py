@@ -23,9 +23,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     patch = finding.patch
     if patch is None or not patch.args_add or engine not in mined.ENGINES:
         return finding
-    oldest = next(iter(mined.versions(engine)), None)
-    older_than_mined = shown is not None and oldest is not None and not at_least(shown, oldest)
-    release = shown if older_than_mined else mined.nearest_version(engine, shown) if shown else None
+    release = mined.nearest_version(engine, shown) if shown is not None else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
     in_log = flags_named_in(e.message or e.text for e in finding.evidence)
