@@ -330,12 +330,11 @@ def first_release_with_flag(engine: str, flag: str) -> str | None:
 
 
 def added_after(engine: str, flag: str, installed: str | None) -> str | None:
-    """The release that added ``flag``, when ``installed`` (a mined release, or one older than
-    all of them) is older; with no release known, any release after the oldest mined (the
-    installed one refused the flag)."""
+    """The release that added ``flag``, when ``installed`` (a mined release) is older; with no
+    release known, any release after the oldest mined (the installed one refused the flag)."""
     added = first_release_with_flag(engine, flag)
-    if added is None or (added == versions(engine)[0] and installed is None):
-        return None  # in every mined release: when it came is not known
+    if added is None or added == versions(engine)[0]:
+        return None
     return None if installed is not None and at_least(installed, added) else added
 
 

@@ -77,6 +77,19 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     return finding.model_copy(update=update)
 
 
+def _in_every_mined_release(engine: str, refused: list[str], shown: str | None) -> dict[str, str]:
+    """For a release older than every mined one that refused them: the options every mined
+    release has, each with the oldest mined release (the first known to have it)."""
+    known = mined.versions(engine)
+    if shown is None or not known or at_least(shown, known[0]):
+        return {}
+    return {
+        flag: known[0]
+        for flag in refused
+        if mined.first_release_with_flag(engine, flag) == known[0]
+    }
+
+
 def newer_flags(
     finding: Finding, engine: str | None, shown: str | None, refused: list[str]
 ) -> Finding:
@@ -90,10 +103,10 @@ def newer_flags(
         return finding
     if program is None and (patch is None or not patch.args_remove):
         return finding
-    oldest = next(iter(mined.versions(engine)), None)
-    older_than_mined = shown is not None and oldest is not None and not at_least(shown, oldest)
-    release = shown if older_than_mined else mined.nearest_version(engine, shown) if shown else None
+    release = mined.nearest_version(engine, shown) if shown is not None else None
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
+    if not added and program is not None:  # the evidence shows the release refusing them
+        added = _in_every_mined_release(engine, refused, shown)
     if not added:
         return _older_engine_for(finding, engine, refused) if program is not None else finding
     dropped = list(added)
@@ -103,7 +116,7 @@ def newer_flags(
     name = mined.ENGINE_NAMES[engine]
     came = (
         f"is in {name} {upgrade_to}, the oldest release mined,"
-        if upgrade_to == oldest
+        if upgrade_to == mined.versions(engine)[0]
         else f"came with {name} {upgrade_to}"
     )
     note = (
