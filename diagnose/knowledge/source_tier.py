@@ -283,11 +283,13 @@ def engine_source_findings(
         if best is not None:
             hit, judgement, context, last_raised = best
             return [_finding(hit, judgement, context, candidate, last_raised)]
-        mismatch = (
-            _own_code_mismatch(candidate, engines, incident.engine_version)
-            or _library_code_mismatch(candidate, incident.engine)
-            or _engine_function_called_otherwise(candidate, engines)
-        )
+        mismatch = None
+        misfit = _OWN_CODE_MISMATCH.search(candidate.text)
+        if misfit is not None:  # whose class or module it is: the engine's, else a library's
+            mismatch = _own_code_mismatch(
+                misfit, candidate, engines, incident.engine_version
+            ) or _library_code_mismatch(misfit, candidate, incident.engine)
+        mismatch = mismatch or _engine_function_called_otherwise(candidate, engines)
         if mismatch is not None:
             return [mismatch]
     return []
@@ -319,14 +321,12 @@ program written for another release (which way is not known), not from the engin
 
 
 def _own_code_mismatch(
-    candidate: Candidate, engines: Sequence[str], shown: str | None
+    found: re.Match[str], candidate: Candidate, engines: Sequence[str], shown: str | None
 ) -> Finding | None:
-    """A call or attribute of one of the engine's own classes that the class does not have:
-    two parts of the installed engine that do not fit together (a nightly or source build, a
-    plugin written for another release), or a bug a later release fixed."""
-    found = _OWN_CODE_MISMATCH.search(candidate.text)
-    if found is None:
-        return None
+    """A call or attribute of one of the engine's own classes that the class does not have
+    (``found``, a match of ``_OWN_CODE_MISMATCH``): two parts of the installed engine that do
+    not fit together (a nightly or source build, a plugin written for another release), or a
+    bug a later release fixed."""
     owner = found.group("owner") or found.group("object") or found.group("module")
     if owner in _PUBLIC_API:
         return None
@@ -387,13 +387,13 @@ _PYTHON_TYPES = frozenset(("NoneType", "Ellipsis", "NotImplementedType", "Ellips
 object of one is no library's."""
 
 
-def _library_code_mismatch(candidate: Candidate, engine: str | None) -> Finding | None:
+def _library_code_mismatch(
+    found: re.Match[str], candidate: Candidate, engine: str | None
+) -> Finding | None:
     """A call or attribute of a class that one mined library under the engine defines
-    (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config): the calling code,
-    the engine's or a program's, was written for another release of that library."""
-    found = _OWN_CODE_MISMATCH.search(candidate.text)
-    if found is None:
-        return None
+    (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config), as ``found``
+    matched it: the calling code, the engine's or a program's, was written for another
+    release of that library."""
     owner = found.group("owner") or found.group("object")
     if not owner or owner in _PUBLIC_API or owner in _PYTHON_TYPES:
         return None
