@@ -17,7 +17,7 @@ importing engine release requires of it, when the log shows that release.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -35,7 +35,11 @@ _MISSING = (
     re.compile(rf"cannot import name {_OPEN}(?P<name>\w+){_CLOSE} from {_OPEN}{_MODULE}"),
     re.compile(rf"module {_OPEN}{_MODULE}{_CLOSE} has no attribute {_OPEN}(?P<name>\w+)"),
 )
-_INSTALLED_FRAME = re.compile(r'File "[^"\n]*/(?:site|dist)-packages/(?P<package>[A-Za-z_]\w*)/')
+_INSTALLED_FRAME = re.compile(
+    r'File "[^"\n]*/(?:site|dist)-packages/(?P<package>[A-Za-z_]\w*)/'
+    r'(?:(?P<path>[^"\n]*?)(?:/__init__)?\.py")?'
+)
+"""A traceback frame in an installed package, and its module's path under it when shown."""
 
 
 def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
@@ -55,9 +59,11 @@ def library_api_fix(finding: Finding, engine: str | None, engine_version: str | 
     if change is None or change.name not in mined.library_apis():
         return finding
     required = None
-    caller = _importer(finding, change.name)
-    if caller in mined.ENGINES:
-        prerelease = _imported_from_no_release(finding, change.name, engine_version)
+    frame = _importer_frame(finding, change.name)
+    caller = frame.group("package") if frame is not None else None
+    if frame is not None and caller in mined.ENGINES and frame.group("path"):
+        module = f"{caller}.{frame.group('path').replace('/', '.')}"
+        prerelease = _imported_from_no_release(finding, change.name, module, engine_version)
         if prerelease is not None:
             return prerelease
     if engine in mined.ENGINES and engine_version is not None and caller in (None, engine):
@@ -65,62 +71,54 @@ def library_api_fix(finding: Finding, engine: str | None, engine_version: str | 
     return _api_fix(finding, installed_version(finding, change.name), required)
 
 
-_ENGINE_FRAME = re.compile(
-    r'File "[^"\n]*/(?:site|dist)-packages/(?P<path>(?:vllm|sglang)/[^"\n]+?)(?:/__init__)?\.py"'
-)
-
-
 def _imported_from_no_release(
-    finding: Finding, library: str, engine_version: str | None
+    finding: Finding, library: str, caller: str, engine_version: str | None
 ) -> Finding | None:
-    """An engine module that imports from a library a name no release of it has (the module
-    exists, the name never did in the releases mined): the engine release was written against
-    a pre-release of the library, so no release of the library fixes it, and the fix is the
-    engine release whose module no longer imports it. None when the tables say otherwise."""
-    callers = [
-        m.group("path").replace("/", ".")
-        for evidence in finding.evidence
-        for m in _ENGINE_FRAME.finditer(evidence.text)
-    ]
-    if not callers:
-        return None
-    caller = callers[-1]
-    engine = caller.partition(".")[0]
-    for evidence in finding.evidence:
-        for pattern in _MISSING:
-            for found in pattern.finditer(evidence.message or evidence.text):
-                module, name = found.group("module"), found.groupdict().get("name")
-                if name is None or mined.api_package(module) != library:
-                    continue
-                shipped = mined.api_span(library, module)
-                span = mined.api_span(library, module, name)
-                if shipped is None or shipped.first is None or span is None:
-                    continue
-                if span.first is not None or span.unlisted:
-                    continue  # some release has it, or the tables cannot tell
-                return _engine_stops_importing(
-                    finding, (engine, engine_version), caller, module, name, span
-                )
+    """An engine module (``caller``) that imports from a library a name no release of it has
+    (the module exists, the name never did in the releases mined): the engine release was
+    written against a pre-release of the library, so no release of the library fixes it, and
+    the fix is the engine release whose module no longer imports it. None when the tables say
+    otherwise."""
+    for found in _missing_in(finding, library):
+        module, name = found.group("module"), found.groupdict().get("name")
+        if name is None:
+            continue
+        shipped = mined.api_span(library, module)
+        span = mined.api_span(library, module, name)
+        if shipped is None or shipped.first is None or span is None:
+            continue
+        if span.first is not None or span.unlisted:
+            continue  # some release has it, or the tables cannot tell
+        return _engine_stops_importing(
+            finding,
+            caller=caller,
+            imported=found,
+            library=library,
+            releases=span.releases,
+            engine_version=engine_version,
+        )
     return None
 
 
 def _engine_stops_importing(
     finding: Finding,
-    running: tuple[str, str | None],
+    *,
     caller: str,
-    module: str,
-    name: str,
-    library_span: mined.ReleaseSpan,
+    imported: re.Match[str],
+    library: str,
+    releases: tuple[str, ...],
+    engine_version: str | None,
 ) -> Finding | None:
     """The finding's change made the engine release whose ``caller`` module no longer binds
-    ``name`` (the first mined one after the last that does, or any after the running one)."""
-    engine, engine_version = running
+    the name it failed to import (``imported``) from ``library`` (whose mined ``releases``
+    never had it): the first mined one after the last that binds it, or any after the running
+    one."""
+    module, name = imported.group("module"), imported.group("name")
+    engine = caller.partition(".")[0]
     own = mined.api_span(engine, caller, name)
     if own is None:
         return None
     title = mined.ENGINE_NAMES.get(engine, engine)
-    library = mined.api_package(module) or module
-    releases = library_span.releases
     note = (
         f"`{name}` of `{module}` is in no {library} release (of those mined, {releases[0]} to "
         f"{releases[-1]}): the {title} code that imports it (`{caller}`) was written against a "
@@ -172,26 +170,40 @@ def _api_fix(
     change = finding.package
     if change is None or change.action == "reinstall":
         return finding
+    found = next(_missing_in(finding, change.name), None)
+    if found is None:
+        return finding
+    return _moved(finding, change.name, found, installed, required)
+
+
+def _missing_in(finding: Finding, package: str) -> Iterator[re.Match[str]]:
+    """The failed imports (a module, or a name of one) the finding's evidence shows from
+    ``package``'s modules, in order."""
     for evidence in finding.evidence:
         for pattern in _MISSING:
             for found in pattern.finditer(evidence.message or evidence.text):
-                if mined.api_package(found.group("module")) == change.name:
-                    return _moved(finding, change.name, found, installed, required)
-    return finding
+                if mined.api_package(found.group("module")) == package:
+                    yield found
 
 
-def _importer(finding: Finding, package: str) -> str | None:
-    """The installed package whose frame is the innermost outside ``package``'s own: the code
-    that asked for the import, as imported; None when no frame shows."""
+def _importer_frame(finding: Finding, package: str) -> re.Match[str] | None:
+    """The innermost frame of an installed package outside ``package``'s own: the code that
+    asked for the import; None when no frame shows."""
     library = mined.library_apis().get(package)
     own = library.modules if library is not None else (package,)
-    packages = [
-        found.group("package")
+    frames = [
+        found
         for evidence in finding.evidence
         for found in _INSTALLED_FRAME.finditer(evidence.text)
         if found.group("package") not in own
     ]
-    return packages[-1] if packages else None
+    return frames[-1] if frames else None
+
+
+def _importer(finding: Finding, package: str) -> str | None:
+    """The package of ``_importer_frame``, as imported."""
+    frame = _importer_frame(finding, package)
+    return frame.group("package") if frame is not None else None
 
 
 def _moved(
