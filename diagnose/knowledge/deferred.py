@@ -81,10 +81,10 @@ class ReleaseFixChecks:
     transformers downgrade for a model the engine registers itself to below that release, a
     change of the engine or of a mined library (outlines, xgrammar, pydantic, transformers,
     huggingface_hub, torchao, flashinfer, compressed_tensors, mistral_common, triton) by the
-    releases that ship the module or name an import missed (an
-    upgrade of the engine that nothing else places: past the release shown, else the newest
-    mined), any other change that names no version by the release's requirements (imported
-    only for a finding that needs it)."""
+    releases that ship the module or name an import missed (an upgrade of the engine that
+    nothing else places: past the release shown, else the newest mined), any other change
+    that names no version by the release's requirements (imported only for a finding that
+    needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
         if finding.patch is not None and _to_check(finding.patch.args_add, engine, engine_version):
