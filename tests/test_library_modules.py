@@ -323,7 +323,60 @@ def test_a_name_no_library_release_has_is_fixed_by_the_engine_that_stops_importi
         "models/qwen2_5_vl/__init__.py)\n"
     )
     cause = primary(_diagnosed(log, ("vllm", "0.7.2")))
-    assert cause is not None and cause.package is not None
-    assert (cause.package.name, cause.package.action) == ("vllm", "upgrade")
-    assert cause.package.spec == ">0.7.2"
-    assert "in no transformers release" in cause.explanation
+    # 0.7.3, the first mined release with the module, no longer imports the name
+    assert _change(cause) == ("vllm", ">=0.7.3", "upgrade")
+    assert cause is not None and "in no transformers release" in cause.explanation
+
+
+_QWEN25_VL_CUT = (
+    "Traceback (most recent call last):\n"
+    f'  File "{_SITE}/vllm/model_executor/models/registry.py", line 301, in _try_load\n'
+    "    return importlib.import_module(mod_name)\n"
+    f'  File "{_SITE}/vllm/model_executor/models/qwen2_5_vl.py", line 36, in <module>\n'
+    "    from transformers.models.qwen2_5_vl import (Qwen2_5_VLImageProcessor,\n"
+)
+"""The same failure as a thread pasted it: the traceback stops at the import, the error cut."""
+
+
+def test_a_traceback_cut_at_an_import_no_library_release_satisfies_names_the_engine_fix() -> None:
+    cause = primary(_diagnosed(_QWEN25_VL_CUT))
+    assert cause is not None and cause.signature == "import-of-a-name-some-releases-lack"
+    assert _change(cause) == ("vllm", ">=0.7.3", "upgrade")
+    assert cause.confidence is Confidence.MEDIUM  # no release of transformers has the name
+    assert "cut before the error" in cause.explanation
+    assert "cannot import name 'Qwen2_5_VLImageProcessor'" in cause.explanation
+    assert cause.raised_in == "vllm.model_executor.models.qwen2_5_vl"
+
+
+def test_a_program_cut_at_an_engine_import_the_newer_engine_dropped_asks_for_the_older() -> None:
+    span = mined.api_span("vllm", "vllm.lora.models", "LoRAModel")
+    assert span is not None and span.last_with is not None and span.dropped is not None
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/unsloth_zoo/vllm_lora_worker_manager.py", line 16, in <module>\n'
+        "    from vllm.lora.models import (LoRAModel, LoRAModelManager,\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert _change(cause) == ("vllm", f"=={span.last_with}", "downgrade")
+    assert cause is not None and cause.confidence is Confidence.LOW  # the release is not shown
+    assert "`unsloth-zoo` was written for vLLM" in cause.explanation
+
+
+@pytest.mark.parametrize(
+    "frame, statement",
+    [
+        # every transformers release has both names: the import failed for another reason
+        (
+            "vllm/model_executor/models/llama.py",
+            "from transformers import AutoConfig, PretrainedConfig",
+        ),
+        # an engine importing its own module: a broken install, not two releases
+        ("vllm/model_executor/models/llama.py", "from vllm.no_such_module import Thing"),
+        # a package no release table covers
+        ("vllm/model_executor/models/llama.py", "from einops import rearrange"),
+    ],
+)
+def test_a_cut_import_the_tables_do_not_fault_names_no_release(frame: str, statement: str) -> None:
+    log = f'Traceback (most recent call last):\n  File "{_SITE}/{frame}", line 9, in <module>\n    {statement}\n'
+    cause = primary(_diagnosed(log))
+    assert cause is None or cause.signature != "import-of-a-name-some-releases-lack"

@@ -847,7 +847,8 @@ class Engine:
 
         candidates = tuple(
             Candidate(
-                text=self.incident.wrapped.get(record.seq, record.text),
+                text=self.incident.wrapped.get(record.seq)
+                or self.incident.cut_frames.get(record.seq, record.text),
                 evidence=_record_evidence(record, record.ts, unit),
                 phase=self._phase_at(record.rank, record.seq),
             )

@@ -75,6 +75,17 @@ def starts_traceback(text: str) -> bool:
     return TRACEBACK_START in text or _HEADLESS_FRAME.match(text) is not None
 
 
+def cut_frame(event: Event) -> str | None:
+    """For a traceback that ends at a frame's code line with no exception after it (a paste
+    cut short), that innermost frame line and its code line, one per line; None otherwise."""
+    lines = [text for r in event.records if (text := r.text.strip()) and not text.startswith("^")]
+    if len(lines) < 2 or _HEADLESS_EXCEPTION.match(lines[-1]):
+        return None
+    if _HEADLESS_FRAME.match(lines[-2]) is None or _HEADLESS_FRAME.match(lines[-1]):
+        return None
+    return f"{lines[-2]}\n{lines[-1]}"
+
+
 def _is_frame_line(text: str) -> bool:
     return text.startswith((" ", "\t", "^")) or _HEADLESS_FRAME.match(text) is not None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -40,6 +41,81 @@ _INSTALLED_FRAME = re.compile(
     r'(?:(?P<path>[^"\n]*?)(?:/__init__)?\.py")?'
 )
 """A traceback frame in an installed package, and its module's path under it when shown."""
+
+
+class FailedImport(NamedTuple):
+    """A module, or a name of one, that an import asked for."""
+
+    module: str
+    name: str | None = None
+
+    def words(self) -> str:
+        return f"`{self.name}` of `{self.module}`" if self.name else f"`{self.module}`"
+
+
+_CUT_IMPORT = re.compile(
+    r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+, in \S+\n'
+    rf"(?:from {_MODULE} import \(?\s*(?P<names>\w+(?:\s*,\s*\w+)*)"
+    r"|import (?P<plain>[A-Za-z_]\w*(?:\.\w+)+))"
+)
+"""A cut traceback's innermost frame and the import statement it stopped at (``from M import
+(A, B,`` or ``import M.sub``), as the incident keeps them (the frame, a newline, the code)."""
+_MODULE_PATH = re.compile(r"^(?:.*-packages/|.*/(?=(?:vllm|sglang)/))(?P<path>[A-Za-z_][\w/]*)$")
+"""A frame's file as a module path: under site-packages, or in an engine's source tree."""
+
+
+class CutImport(NamedTuple):
+    """An import a traceback stopped at that the mined releases say fails on some of them,
+    the code that asks for it (a module, when the frame shows one) and the change that has
+    it."""
+
+    failed: FailedImport
+    importer: str | None
+    change: PackageAction
+    note: str
+
+
+def cut_import(text: str, engine_version: str | None) -> CutImport | None:
+    """The import statement a traceback cut short stopped at, read against the modules and
+    names each mined release ships: the first name (or module) that some releases lack, with
+    the release change that has it; None when every release mined has them all (the import
+    failed for another reason, or did not), the package is not mined, or it imports its own
+    module (a broken install, not a pair of releases)."""
+    found = _CUT_IMPORT.search(text)
+    if found is None:
+        return None
+    module = found.group("module") or found.group("plain")
+    package = mined.api_package(module)
+    if package is None:
+        return None
+    place = _MODULE_PATH.match(found.group("file"))
+    importer = place.group("path").replace("/", ".") if place else None
+    top = importer.partition(".")[0] if importer else None
+    library = mined.library_apis().get(package)
+    if top is not None and top in (library.modules if library else (package,)):
+        return None
+    engine_imports = top in mined.ENGINES and package not in mined.ENGINES
+    required = (
+        mined.required(str(top), engine_version, package)
+        if engine_imports and engine_version
+        else None
+    )
+    names = found.group("names")
+    asked = (
+        [FailedImport(module, name.strip()) for name in names.split(",")]
+        if names
+        else [FailedImport(module)]
+    )
+    if engine_imports and importer is not None:  # a name no release has fails on all of them
+        for failed in asked:
+            stops = _engine_release_without(failed, package, importer, engine_version)
+            if stops is not None:
+                return CutImport(failed, importer, *stops)
+    for failed in asked:
+        moved = _release_change(package, failed, None, required, _pip_name(top))
+        if moved is not None and moved[0] is not None:
+            return CutImport(failed, importer, moved[0], moved[1])
+    return None
 
 
 def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
@@ -79,54 +155,55 @@ def _imported_from_no_release(
     written against a pre-release of the library, so no release of the library fixes it, and
     the fix is the engine release whose module no longer imports it. None when the tables say
     otherwise."""
-    for found in _missing_in(finding, library):
-        module, name = found.group("module"), found.groupdict().get("name")
-        if name is None:
-            continue
-        shipped = mined.api_span(library, module)
-        span = mined.api_span(library, module, name)
-        if shipped is None or shipped.first is None or span is None:
-            continue
-        if span.first is not None or span.unlisted:
-            continue  # some release has it, or the tables cannot tell
-        return _engine_stops_importing(
-            finding,
-            caller=caller,
-            imported=found,
-            library=library,
-            releases=span.releases,
-            engine_version=engine_version,
-        )
+    for failed in _missing_in(finding, library):
+        change = _engine_release_without(failed, library, caller, engine_version)
+        if change is not None:
+            package, note = change
+            return finding.model_copy(
+                update={
+                    "category": "kernel_build",
+                    "package": package,
+                    "explanation": f"{finding.explanation} {note}",
+                }
+            )
     return None
 
 
-def _engine_stops_importing(
-    finding: Finding,
-    *,
-    caller: str,
-    imported: re.Match[str],
-    library: str,
-    releases: tuple[str, ...],
-    engine_version: str | None,
-) -> Finding | None:
-    """The finding's change made the engine release whose ``caller`` module no longer binds
-    the name it failed to import (``imported``) from ``library`` (whose mined ``releases``
-    never had it): the first mined one after the last that binds it, or any after the running
-    one."""
-    module, name = imported.group("module"), imported.group("name")
+def _engine_release_without(
+    failed: FailedImport, library: str, caller: str, engine_version: str | None
+) -> tuple[PackageAction, str] | None:
+    """For a name of ``library`` that no mined release of it has, while the module does ship,
+    the engine release whose ``caller`` module no longer binds it (the first mined one after
+    the last that binds it; when none binds it, the first that has the module, or any after the
+    running one), and the sentence that says why; None when the tables say otherwise."""
+    if failed.name is None:
+        return None
+    shipped = mined.api_span(library, failed.module)
+    span = mined.api_span(library, failed.module, failed.name)
+    if shipped is None or shipped.first is None or span is None:
+        return None
+    if span.first is not None or span.unlisted:
+        return None  # some release has it, or the tables cannot tell
     engine = caller.partition(".")[0]
-    own = mined.api_span(engine, caller, name)
+    own = mined.api_span(engine, caller, failed.name)
     if own is None:
         return None
     title = mined.ENGINE_NAMES.get(engine, engine)
+    releases = span.releases
     note = (
-        f"`{name}` of `{module}` is in no {library} release (of those mined, {releases[0]} to "
+        f"{failed.words()} is in no {library} release (of those mined, {releases[0]} to "
         f"{releases[-1]}): the {title} code that imports it (`{caller}`) was written against a "
         f"pre-release of {library}, so no {library} release fixes it."
     )
     if own.first is None:
-        spec = mined.upgrade_spec(engine, engine_version)
-        note += f" No mined {title} release imports it there: upgrade {title}."
+        module = mined.api_span(engine, caller)
+        first = module.first if module is not None else None
+        if first is not None and (engine_version is None or not at_least(engine_version, first)):
+            spec = f">={first}"
+            note += f" No mined {title} release imports it there (from {first}): upgrade {title}."
+        else:
+            spec = mined.upgrade_spec(engine, engine_version)
+            note += f" No mined {title} release imports it there: upgrade {title}."
     else:
         later = own.releases[own.releases.index(str(own.last_with)) + 1 :]
         if not later:
@@ -135,13 +212,7 @@ def _engine_stops_importing(
             return None
         spec = f">={later[0]}"
         note += f" {title} imports it up to {own.last_with} and no longer from {later[0]}."
-    return finding.model_copy(
-        update={
-            "category": "kernel_build",
-            "package": PackageAction(name=engine, spec=spec, action="upgrade"),
-            "explanation": f"{finding.explanation} {note}",
-        }
-    )
+    return PackageAction(name=engine, spec=spec, action="upgrade"), note
 
 
 _SUPPORT_CATEGORIES = ("model_unsupported", "launch_args")
@@ -170,20 +241,31 @@ def _api_fix(
     change = finding.package
     if change is None or change.action == "reinstall":
         return finding
-    found = next(_missing_in(finding, change.name), None)
-    if found is None:
+    failed = next(_missing_in(finding, change.name), None)
+    if failed is None:
         return finding
-    return _moved(finding, change.name, found, installed, required)
+    moved = _release_change(
+        change.name, failed, installed, required, _importer_named(finding, change.name)
+    )
+    if moved is None:
+        return finding
+    package, note = moved
+    return finding.model_copy(
+        update={
+            "package": package or change,
+            "explanation": f"{finding.explanation} {note}",
+        }
+    )
 
 
-def _missing_in(finding: Finding, package: str) -> Iterator[re.Match[str]]:
+def _missing_in(finding: Finding, package: str) -> Iterator[FailedImport]:
     """The failed imports (a module, or a name of one) the finding's evidence shows from
     ``package``'s modules, in order."""
     for evidence in finding.evidence:
         for pattern in _MISSING:
             for found in pattern.finditer(evidence.message or evidence.text):
                 if mined.api_package(found.group("module")) == package:
-                    yield found
+                    yield FailedImport(found.group("module"), found.groupdict().get("name"))
 
 
 def _importer_frame(finding: Finding, package: str) -> re.Match[str] | None:
@@ -206,47 +288,44 @@ def _importer(finding: Finding, package: str) -> str | None:
     return frame.group("package") if frame is not None else None
 
 
-def _moved(
-    finding: Finding,
+def _release_change(
     package: str,
-    found: re.Match[str],
+    failed: FailedImport,
     installed: str | None,
     required: mined.ReleaseRequirement | None,
-) -> Finding:
-    module = found.group("module")
-    name = found.groupdict().get("name")
-    span = mined.api_span(package, module, name)
+    importer: str,
+) -> tuple[PackageAction | None, str] | None:
+    """The release of ``package`` that has what the import asked for (by the side of the
+    releases that have it the failed one is on), and the sentence that says so; no change but
+    a sentence when the engine release's requirement (``required``) allows no release that has
+    it; None when the tables cannot tell. ``importer`` names the importing code."""
+    span = mined.api_span(package, failed.module, failed.name)
     if span is None or span.first is None or span.last_with is None:
-        return finding
+        return None
     allowed = _allowed_by(required)
     having = [release for release in span.releases if span.covers(release) and allowed(release)]
-    what = f"`{name}` of `{module}`" if name else f"`{module}`"
+    what = failed.words()
     title = mined.ENGINE_NAMES.get(package, package)
     if required is not None and not having:
         if _pins_within(required, span.first, span.last_with):
-            return finding  # its pin has it: the install, not the requirement, is off
+            return None  # its pin has it: the install, not the requirement, is off
         note = (
             f"{required.sentence()}, and no {title} release it allows has {what} (it is in "
             f"{span.first} to {span.last_with}): the code that imports it was written for "
             f"another {title} than the engine release requires."
         )
-        return finding.model_copy(update={"explanation": f"{finding.explanation} {note}"})
+        return None, note
     releases = span.releases
     start, end = releases.index(span.first), releases.index(span.last_with)
-    shipping = mined.api_span(package, module) if name else None
+    shipping = mined.api_span(package, failed.module) if failed.name else None
     sides = _lacking_sides(span, start, end, shipping, installed, allowed)
     if sides is None:
-        return finding
-    spec, action, note = _exact(span, having, sides, what, title, _importer_named(finding, package))
+        return None
+    spec, action, note = _exact(span, having, sides, what, title, importer)
     if required is not None:
         note += f" {required.sentence()}, and the release to install keeps to it."
     note += f" Install {package}{spec}."
-    return finding.model_copy(
-        update={
-            "package": PackageAction(name=package, spec=spec, action=action),
-            "explanation": f"{finding.explanation} {note}",
-        }
-    )
+    return PackageAction(name=package, spec=spec, action=action), note
 
 
 def _exact(
@@ -290,10 +369,14 @@ def _exact(
 def _importer_named(finding: Finding, package: str) -> str:
     """The importing package as pip names it, in backquotes ("the importing code" when no
     frame shows)."""
-    importer = _importer(finding, package)
-    if importer is None:
+    return _pip_name(_importer(finding, package))
+
+
+def _pip_name(package: str | None) -> str:
+    """A package as pip names it, in backquotes ("the importing code" when unknown)."""
+    if package is None:
         return "the importing code"
-    return f"`{DISTRIBUTIONS.get(importer) or distribution_name(importer)}`"
+    return f"`{DISTRIBUTIONS.get(package) or distribution_name(package)}`"
 
 
 def _lacking_sides(

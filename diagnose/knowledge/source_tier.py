@@ -37,6 +37,7 @@ from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import knowledge_dir
+from diagnose.knowledge.package_api import cut_import
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
@@ -290,6 +291,7 @@ def engine_source_findings(
                 misfit, candidate, engines, incident.engine_version
             ) or _library_code_mismatch(misfit, candidate, incident.engine)
         mismatch = mismatch or _engine_function_called_otherwise(candidate, engines)
+        mismatch = mismatch or _import_cut_short(candidate, incident.engine_version)
         if mismatch is not None:
             return [mismatch]
     return []
@@ -450,8 +452,9 @@ def _code_mismatch(
     explanation: str,
     patch_note: str,
     next_check: str,
-    raised_in: str,
+    raised_in: str | None,
     package: PackageAction | None = None,
+    confidence: Confidence = Confidence.LOW,
 ) -> Finding:
     """A lead of the engine-source tier: code of the engine and the code that uses it come
     from releases that do not fit together, which no setting changes."""
@@ -463,7 +466,7 @@ def _code_mismatch(
         role=Role.ROOT_CAUSE,
         title=title,
         explanation=explanation,
-        confidence=Confidence.LOW,
+        confidence=confidence,
         evidence=[candidate.evidence],
         patch=None,
         patch_note=patch_note,
@@ -523,6 +526,43 @@ def _engine_function_called_otherwise(
             f"{name} releases it was written for."
         ),
         raised_in=f"{name}, {named[0][1]}",
+    )
+
+
+def _import_cut_short(candidate: Candidate, engine_version: str | None) -> Finding | None:
+    """A traceback cut short at an import statement (the incident keeps its frame with it)
+    that asks for a name the mined releases of its package do not all have: that import is
+    the likely error the cut left out."""
+    cut = cut_import(candidate.text, engine_version)
+    if cut is None:
+        return None
+    package, failed = cut.change.name, cut.failed
+    library = mined.api_package(failed.module)
+    in_none = package in mined.ENGINES and library != package  # fails on every library release
+    lacking = f"no {library} release has" if in_none else "not every release has"
+    error = (
+        f"ImportError: cannot import name '{failed.name}'"
+        if failed.name
+        else f"ModuleNotFoundError: No module named '{failed.module}'"
+    )
+    statement = clipped(candidate.text.rpartition("\n")[2], 160)
+    where = f"`{cut.importer}`" if cut.importer else "the innermost frame"
+    title = mined.ENGINE_NAMES.get(package, package)
+    return _code_mismatch(
+        candidate,
+        signature="import-of-a-name-some-releases-lack",
+        title=f"The traceback stops at importing {failed.words()}, which {lacking}",
+        explanation=(
+            f"The traceback ends at {where} importing `{statement}`, with no exception after "
+            "it: the log (or the paste) was cut before the error. The releases' module tables "
+            f"say that import fails on some of them. {cut.note} The missing line is most "
+            f"likely `{error}`; the whole traceback confirms it."
+        ),
+        patch_note=f"No setting changes what a release ships: install the {title} release named.",
+        next_check=f"`pip show {package}` and the traceback's last line, which the log cut off.",
+        raised_in=cut.importer,
+        package=cut.change,
+        confidence=Confidence.MEDIUM if in_none else Confidence.LOW,
     )
 
 
