@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.core.changes import package_line
 from diagnose.core.models import (
     Confidence,
     Evidence,
@@ -306,10 +307,27 @@ def test_the_engine_release_in_the_log_keeps_the_library_within_its_requirement(
     assert "no outlines release it allows has" in pinned.explanation
 
 
-def test_a_name_every_library_release_has_gets_no_version() -> None:
-    cause = primary(_diagnosed(_cannot_import("BaseModel", "pydantic")))
-    assert cause is not None and cause.package is not None
-    assert "Install pydantic" not in cause.explanation
+def test_a_name_every_library_release_has_is_no_release_mismatch_but_a_broken_import() -> None:
+    """vLLM's oldest mined release asks for transformers>=4.43.2, and every transformers
+    release mined (from 4.30.0) has GenerationConfig: no release change brings it."""
+    log = _cannot_import("GenerationConfig", "transformers", caller="vllm/transformers_utils")
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.signature == "import-of-a-name-every-release-has"
+    assert _change(cause) == ("transformers", "", "reinstall")
+    assert cause.confidence is Confidence.LOW and cause.category == "kernel_build"
+    assert "circular import" in cause.explanation and cause.references == []
+    line = package_line(cause)  # plain `pip install` keeps a broken install of the same version
+    assert line is not None and "pip install --force-reinstall 'transformers'" in line
+    shown = primary(_diagnosed(log, ("vllm", "0.10.2")))
+    assert shown is not None and shown.signature == "import-of-a-name-every-release-has"
+
+
+def test_a_name_every_mined_release_has_says_nothing_where_older_releases_were_not_mined() -> None:
+    """FlashInfer's mined releases begin at 0.2.0.post1 and no engine release bounds it from
+    below: an older FlashInfer may lack the name, so the mismatch reading stands."""
+    log = _cannot_import("top_k_top_p_sampling_from_probs", "flashinfer.sampling", "sglang/srt")
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.signature != "import-of-a-name-every-release-has"
 
 
 def test_a_name_no_library_release_has_is_fixed_by_the_engine_that_stops_importing_it() -> None:

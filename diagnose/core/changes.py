@@ -150,11 +150,18 @@ def package_line(finding: Finding) -> str | None:
             f"(`pip check` names it): pip install '{package.name}==<that version>' in the "
             "server's environment"
         )
-    # with no version, only -U moves an installed package: plain `pip install` keeps it
-    upgrade = "-U " if package.action == "upgrade" and not package.spec.strip() else ""
+    # with no version, only -U moves an installed package: plain `pip install` keeps it, as it
+    # keeps a broken install of the same version unless forced
+    flag = (
+        "-U "
+        if package.action == "upgrade" and not package.spec.strip()
+        else "--force-reinstall "
+        if package.action == "reinstall"
+        else ""
+    )
     return (
         f"{package.action} {package.name}{package.spec}: "
-        f"pip install {upgrade}'{package.name}{package.spec}' in the server's environment"
+        f"pip install {flag}'{package.name}{package.spec}' in the server's environment"
     )
 
 

@@ -24,7 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from diagnose.core.expr import DISTRIBUTIONS, distribution_name
-from diagnose.core.models import Finding, PackageAction, PackageChange
+from diagnose.core.models import Confidence, Finding, PackageAction, PackageChange
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.requirements import installed_version
@@ -144,7 +144,84 @@ def library_api_fix(finding: Finding, engine: str | None, engine_version: str | 
             return prerelease
     if engine in mined.ENGINES and engine_version is not None and caller in (None, engine):
         required = mined.required(engine, engine_version, change.name)
-    return _api_fix(finding, installed_version(finding, change.name), required)
+    installed = installed_version(finding, change.name)
+    fixed = _api_fix(finding, installed, required)
+    if fixed is not finding:
+        return fixed
+    floor = installed or _oldest_allowed(change.name, engine, engine_version)
+    return _name_every_release_has(finding, change.name, floor) or finding
+
+
+def _oldest_allowed(library: str, engine: str | None, engine_version: str | None) -> str | None:
+    """The oldest ``library`` release the engine release in the log allows (with none shown,
+    the oldest mined engine release): the lowest bound of its requirement; None when it
+    declares no lower bound."""
+    if engine not in mined.ENGINES:
+        return None
+    releases = mined.versions(str(engine))
+    release = engine_version or (releases[0] if releases else None)
+    requirement = mined.required(str(engine), release, library) if release else None
+    if requirement is None:
+        return None
+    try:
+        bounds = [
+            Version(s.version)
+            for s in SpecifierSet(requirement.spec)
+            if s.operator in (">=", ">", "==", "~=")
+        ]
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    return str(min(bounds)) if bounds else None
+
+
+def _name_every_release_has(finding: Finding, library: str, floor: str | None) -> Finding | None:
+    """A name the import failed to find that every mined release of ``library`` binds, where
+    the release installed (or the oldest the engine allows: ``floor``) is no older than those:
+    no release change brings it, so a reading of two releases that do not fit is wrong. The
+    module was there but not whole when the name was asked for (a circular import, a second
+    thread importing it at the same moment, files missing from the install): reinstalling it
+    is the change to make. None otherwise, or when nothing bounds the release from below."""
+    if floor is None:
+        return None
+    for failed in _missing_in(finding, library):
+        if failed.name is None:
+            continue
+        span = mined.api_span(library, failed.module, failed.name)
+        if span is None or span.first != span.releases[0] or span.dropped or span.unlisted:
+            return None
+        if not at_least(floor, span.releases[0]):
+            return None
+        return finding.model_copy(
+            update={
+                "signature": "import-of-a-name-every-release-has",
+                "category": "kernel_build",
+                "confidence": Confidence.LOW,
+                "tier": "engine_source",
+                "title": f"{failed.words()} failed to import, yet every {library} release has it",
+                "explanation": (
+                    f"The import of {failed.words()} failed, and every {library} release mined "
+                    f"({span.releases[0]} to {span.releases[-1]}) has it: no other {library} "
+                    "release brings it, so this is not a pair of releases that do not fit. The "
+                    "module was found but was not whole when the name was asked for: a circular "
+                    "import, a second thread importing it at the same moment (a main-branch or "
+                    "nightly engine build that imports in the background), or files missing "
+                    f"from the install. Reinstall {library}; with a source or nightly build of "
+                    "the engine, update it to the latest commit or use a release."
+                ),
+                "package": PackageAction(name=library, spec="", action="reinstall"),
+                "patch": None,
+                "patch_note": f"No setting or release brings what every {library} release has.",
+                "system_actions": [],
+                "references": [],
+                "alternatives": [],
+                "next_checks": [
+                    f"`python -c 'import {failed.module}'` alone: if it works, the engine's "
+                    "import order (a circular import or a background import) is at fault; "
+                    f"`pip show -f {library}` for a partial install."
+                ],
+            }
+        )
+    return None
 
 
 def _imported_from_no_release(
