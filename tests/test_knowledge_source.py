@@ -878,3 +878,48 @@ def test_a_class_name_the_engine_binds_and_a_library_keeps_deep_inside_is_the_en
     the same name, which FlashInfer's package does not export: no library lead."""
     cause = _cause("AttributeError: 'DecodeMetadata' object has no attribute 'prefill_wrappers'\n")
     assert "called-as-another-release-defines-it" not in cause.signature
+
+
+_TYPO_IN = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/model_loader/loader.py",'
+    " line 441, in load_model\n"
+    "    model = _initialize_model(vllm_config=vllm_config)\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/{file}", line 141, in get_quant_method\n'
+    "    logger.warning_one(\n"
+    "AttributeError: 'Logger' object has no attribute 'warning_one'. Did you mean: 'warning_once'?\n"
+)
+
+
+def test_a_name_the_engines_own_code_misspells_is_a_bug_of_that_release() -> None:
+    log = _TYPO_IN.format(file="vllm/model_executor/layers/quantization/awq_marlin.py")
+    cause = _cause(log, ("vllm", "0.8.5.post1"))
+    assert cause.signature == "vllm-code-misspells-a-name"
+    assert cause.category == "kernel_build" and cause.confidence is Confidence.MEDIUM
+    assert cause.package is not None and (cause.package.name, cause.package.spec) == (
+        "vllm",
+        ">0.8.5.post1",
+    )
+    assert "vllm.model_executor.layers.quantization.awq_marlin" in cause.explanation
+    # the same words raised in another package's code are no engine bug, and no library's
+    # template whose module is not the raising one reads them either
+    elsewhere = _cause(
+        log.replace("vllm/model_executor/layers/quantization/awq_marlin.py", "myplugin/quant.py")
+    )
+    assert elsewhere.signature != "vllm-code-misspells-a-name"
+    assert not (elsewhere.raised_in or "").startswith("flashinfer")
+
+
+def test_a_library_template_is_not_read_into_a_message_another_package_raised() -> None:
+    """A traceback a page joined onto one line: its last frame before the message says whose
+    code raised it."""
+    prefix = "(VllmWorker rank=3 pid=1796) ERROR 05-03 05:43:44 [multiproc_executor.py:435] "
+    joined = (
+        f'{prefix}  File "/usr/local/lib/python3.10/dist-packages/{{file}}", line 141, in '
+        f"get_quant_method{prefix}    logger.warning_one({prefix}AttributeError: 'Logger' object"
+        " has no attribute 'warning_one'. Did you mean: 'warning_once'?\n"
+    )
+    plugin = _cause(joined.format(file="myplugin/quant.py"))
+    assert not (plugin.raised_in or "").startswith("flashinfer")  # its template's words alone
+    engine = _cause(joined.format(file="vllm/model_executor/layers/quantization/awq_marlin.py"))
+    assert engine.signature == "vllm-code-misspells-a-name"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnose.core.incident import exception_line
 from diagnose.core.records import Event
-from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, cut_frame
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, innermost_frame
 from diagnose.inputs.files import LogInput, events_from_lines
 from tests.conftest import INCIDENTS
 
@@ -282,16 +282,21 @@ def test_the_tiers_read_a_wrapped_message_whole() -> None:
     assert list(engine.incident.wrapped.values()) == [" ".join(text.split("\n")).strip()]
 
 
-def test_a_traceback_cut_at_a_code_line_keeps_its_innermost_frame() -> None:
+def test_a_traceback_keeps_its_innermost_frame_with_the_code_under_it() -> None:
     frames = [
         "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/entrypoints/cli.py", line 9, in main',
+        "    run()",
         '  File "/opt/venv/lib/python3.12/site-packages/vllm/models/a.py", line 36, in <module>',
         "    from transformers import (Thing,",
         "                              ^^^^^",
     ]
-    (cut,) = group(frames)
-    assert cut_frame(cut) == f"{frames[1].strip()}\n{frames[2].strip()}"
-    (whole,) = group([*frames[:3], "ImportError: cannot import name 'Thing' from 'transformers'"])
-    assert cut_frame(whole) is None  # the exception is there: nothing was cut
-    (frame_only,) = group(frames[:2])
-    assert cut_frame(frame_only) is None  # no code line under the frame
+    innermost = f"{frames[3].strip()}\n{frames[4].strip()}"
+    (cut,) = group(frames)  # cut short at the code line
+    assert innermost_frame(cut) == innermost
+    (whole,) = group([*frames, "ImportError: cannot import name 'Thing' from 'transformers'"])
+    assert innermost_frame(whole) == innermost
+    (frame_only,) = group([*frames[:4], "ImportError: no code line shown"])
+    assert innermost_frame(frame_only) == frames[3].strip()
+    (no_frame,) = group(["Traceback (most recent call last):", "ValueError: bad"])
+    assert innermost_frame(no_frame) is None

@@ -847,10 +847,10 @@ class Engine:
 
         candidates = tuple(
             Candidate(
-                text=self.incident.wrapped.get(record.seq)
-                or self.incident.cut_frames.get(record.seq, record.text),
+                text=self.incident.wrapped.get(record.seq, record.text),
                 evidence=_record_evidence(record, record.ts, unit),
                 phase=self._phase_at(record.rank, record.seq),
+                frame=self.incident.frames.get(record.seq),
             )
             for record in records
         )

@@ -22,6 +22,9 @@ class Candidate:
     text: str
     evidence: Evidence
     phase: str | None = None
+    frame: str | None = None
+    """The innermost frame of its traceback, with the code line under it (one per line), when
+    the message ends one: where it was raised, or the line a traceback cut short stopped at."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
-from diagnose.core.tracebacks import TRACEBACK_START, cut_frame, starts_traceback
+from diagnose.core.tracebacks import TRACEBACK_START, innermost_frame, starts_traceback
 from diagnose.engines import benign_lines
 
 LAST_LINES = 5
@@ -240,9 +240,9 @@ class IncidentTracker:
         self.wrapped: dict[int, str] = {}
         """By its first line's position, an error message that went on over the lines after
         it (a pasted exception a page wrapped): the whole message, for the tiers to read."""
-        self.cut_frames: dict[int, str] = {}
-        """By its last line's position, a traceback cut short at a frame's code line (no
-        exception after it): that frame and its code line, for the tiers to read."""
+        self.frames: dict[int, str] = {}
+        """By its last line's position, a traceback's innermost frame and the code line under
+        it (where it was raised, or where a paste cut it short), for the tiers to read."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -275,10 +275,10 @@ class IncidentTracker:
             return
         if error == [first] and len(event.records) > 1 and len(self.wrapped) < MAX_UNEXPLAINED:
             self.wrapped[first.seq] = " ".join(r.text.strip() for r in event.records)
-        if starts_traceback(first.text) and len(self.cut_frames) < MAX_UNEXPLAINED:
-            cut = cut_frame(event)
-            if cut is not None:
-                self.cut_frames[error[-1].seq] = cut
+        if starts_traceback(first.text) and len(self.frames) < MAX_UNEXPLAINED:
+            frame = innermost_frame(event)
+            if frame is not None:
+                self.frames[error[-1].seq] = frame
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)

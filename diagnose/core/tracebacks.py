@@ -75,15 +75,19 @@ def starts_traceback(text: str) -> bool:
     return TRACEBACK_START in text or _HEADLESS_FRAME.match(text) is not None
 
 
-def cut_frame(event: Event) -> str | None:
-    """For a traceback that ends at a frame's code line with no exception after it (a paste
-    cut short), that innermost frame line and its code line, one per line; None otherwise."""
+def innermost_frame(event: Event) -> str | None:
+    """A traceback's innermost frame line, with the code line under it when the traceback
+    shows one (one per line): where the exception was raised, or, in a traceback cut short
+    before its exception, the line it stopped at. None when no frame shows."""
     lines = [text for r in event.records if (text := r.text.strip()) and not text.startswith("^")]
-    if len(lines) < 2 or _HEADLESS_EXCEPTION.match(lines[-1]):
+    frames = [n for n, line in enumerate(lines) if _HEADLESS_FRAME.match(line)]
+    if not frames:
         return None
-    if _HEADLESS_FRAME.match(lines[-2]) is None or _HEADLESS_FRAME.match(lines[-1]):
-        return None
-    return f"{lines[-2]}\n{lines[-1]}"
+    at = frames[-1]
+    code = lines[at + 1] if at + 1 < len(lines) else None
+    if code is None or _HEADLESS_EXCEPTION.match(code):
+        return lines[at]
+    return f"{lines[at]}\n{code}"
 
 
 def _is_frame_line(text: str) -> bool:

@@ -64,6 +64,13 @@ _MODULE_PATH = re.compile(r"^(?:.*-packages/|.*/(?=(?:vllm|sglang)/))(?P<path>[A
 """A frame's file as a module path: under site-packages, or in an engine's source tree."""
 
 
+def frame_module(file: str) -> str | None:
+    """The module a traceback frame's file (without ``.py`` or ``/__init__.py``) is, when it
+    lies under site-packages or in an engine's source tree; None otherwise."""
+    place = _MODULE_PATH.match(file)
+    return place.group("path").replace("/", ".") if place else None
+
+
 class CutImport(NamedTuple):
     """An import a traceback stopped at that the mined releases say fails on some of them,
     the code that asks for it (a module, when the frame shows one) and the change that has
@@ -88,8 +95,7 @@ def cut_import(text: str, engine_version: str | None) -> CutImport | None:
     package = mined.api_package(module)
     if package is None:
         return None
-    place = _MODULE_PATH.match(found.group("file"))
-    importer = place.group("path").replace("/", ".") if place else None
+    importer = frame_module(found.group("file"))
     top = importer.partition(".")[0] if importer else None
     library = mined.library_apis().get(package)
     if top is not None and top in (library.modules if library else (package,)):

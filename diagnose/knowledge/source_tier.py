@@ -37,7 +37,7 @@ from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import knowledge_dir
-from diagnose.knowledge.package_api import cut_import
+from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
@@ -277,7 +277,9 @@ def engine_source_findings(
     engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
     knowledge = builtin_knowledge()
     for candidate in incident.candidates:
-        found = _argparse_for(candidate, engines, incident.engine_version, other_spellings)
+        found = _argparse_for(
+            candidate, engines, incident.engine_version, other_spellings
+        ) or _engine_code_typo(candidate, incident.engine_version)
         if found is not None:
             return [found]
         best = _best_hit(candidate, engines, incident.engine_version, knowledge)
@@ -529,11 +531,65 @@ def _engine_function_called_otherwise(
     )
 
 
+_FRAME_FILE = re.compile(r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+')
+
+
+def _raising_module(candidate: Candidate) -> str | None:
+    """The module whose code raised the candidate's message: its traceback's innermost frame,
+    or the last frame a message pasted on one line carries before it; None when neither shows
+    one under site-packages or an engine's source tree."""
+    frames = list(_FRAME_FILE.finditer(candidate.frame or candidate.text))
+    return frame_module(frames[-1].group("file")) if frames else None
+
+
+_SUGGESTED_NAME = re.compile(
+    r"\b(?:AttributeError: (?:'\w+' object|module '[\w.]+'|type object '\w+') has no "
+    r"attribute '(?P<attribute>\w+)'|NameError: name '(?P<name>\w+)' is not defined)\. "
+    r"Did you mean: '(?P<meant>\w+)'\?"
+)
+"""Python's own hint (3.10 and later) that a name in the code is a near miss of one that
+exists (``'Logger' object has no attribute 'warning_one'. Did you mean: 'warning_once'?``)."""
+
+
+def _engine_code_typo(candidate: Candidate, shown: str | None) -> Finding | None:
+    """A name the engine's own module misspells, by Python's hint, raised there: a bug of that
+    release, on a path few runs take, which a later release fixes."""
+    found = _SUGGESTED_NAME.search(candidate.text)
+    module = _raising_module(candidate) if found is not None else None
+    engine = module.partition(".")[0] if module else None
+    if found is None or module is None or engine not in mined.ENGINES:
+        return None
+    name = mined.ENGINE_NAMES[engine]
+    wrong, meant = found.group("attribute") or found.group("name"), found.group("meant")
+    spec = mined.upgrade_spec(engine, shown)
+    return _code_mismatch(
+        candidate,
+        signature=f"{engine}-code-misspells-a-name",
+        title=f"{name}'s own code asks for `{wrong}`, a near miss of `{meant}`: a bug",
+        explanation=(
+            f"The error is raised in {name}'s own module `{module}`, whose code asks for "
+            f"`{wrong}`, which does not exist; Python suggests `{meant}`. That is a bug of this "
+            f"{name} build on a code path few runs take (a quantization, a model, an option "
+            "that leads there), not a setting or a package of this machine. Install a later "
+            "release with the fix (the engine's issues and release notes name the message); "
+            "until then, the option that leads to that path avoids it."
+        ),
+        patch_note=f"No setting corrects {name}'s code: a release with the fix does.",
+        next_check=f"`pip show {engine}`; the engine's issues and release notes for `{wrong}`.",
+        raised_in=f"{name}, {module}",
+        package=PackageAction(name=engine, spec=spec, action="upgrade"),
+        confidence=Confidence.MEDIUM,
+    )
+
+
 def _import_cut_short(candidate: Candidate, engine_version: str | None) -> Finding | None:
     """A traceback cut short at an import statement (the incident keeps its frame with it)
     that asks for a name the mined releases of its package do not all have: that import is
     the likely error the cut left out."""
-    cut = cut_import(candidate.text, engine_version)
+    frame = candidate.frame
+    if frame is None or frame.rpartition("\n")[2] != candidate.text.strip():
+        return None  # the traceback went on past the frame's code line
+    cut = cut_import(frame, engine_version)
     if cut is None:
         return None
     package, failed = cut.change.name, cut.failed
@@ -545,7 +601,7 @@ def _import_cut_short(candidate: Candidate, engine_version: str | None) -> Findi
         if failed.name
         else f"ModuleNotFoundError: No module named '{failed.module}'"
     )
-    statement = clipped(candidate.text.rpartition("\n")[2], 160)
+    statement = clipped(candidate.text.strip(), 160)
     where = f"`{cut.importer}`" if cut.importer else "the innermost frame"
     title = mined.ENGINE_NAMES.get(package, package)
     return _code_mismatch(
@@ -806,6 +862,7 @@ def _best_hit(
     of (a later wording that renamed only a hole still writes it)."""
     ranked = []
     last_raised: dict[str, str] = {}
+    raised_by = (_raising_module(candidate) or "").partition(".")[0]
     for order, source in enumerate([*engines, "libraries"]):
         index = builtin_index(source)
         if index is None:
@@ -817,6 +874,8 @@ def _best_hit(
         for hit in match_message(index, candidate.text):
             if _mostly_holes(hit):
                 continue
+            if source == "libraries" and raised_by not in ("", hit.template.module.split(".")[0]):
+                continue  # a library's words, raised by another package's code
             newest = hit.template.versions[-1] if hit.template.versions else None
             if newest and not at_least(last_raised.get(source, "0"), newest):
                 last_raised[source] = newest
