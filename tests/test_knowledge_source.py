@@ -538,7 +538,7 @@ def test_with_no_version_shown_every_mined_release_counts() -> None:
     assert "does not write this message as mined" in newer.explanation
 
 
-def test_a_message_listing_the_values_allowed_here_sets_the_option_to_the_first() -> None:
+def test_a_message_listing_the_values_allowed_here_sets_the_portable_one() -> None:
     log = (
         "AssertionError: Only {'trtllm_mha', 'triton', 'fa4'} backends are supported on "
         "Blackwell GPUs for hybrid GDN models. Got attention_backend=flashinfer.\n"
@@ -548,7 +548,28 @@ def test_a_message_listing_the_values_allowed_here_sets_the_option_to_the_first(
     ]  # a known issue says it too
     assert cause.patch is not None
     assert cause.patch.args_remove == ["--attention-backend"]
-    assert cause.patch.args_add == ["--attention-backend", "trtllm_mha"]  # printed order
+    assert cause.patch.args_add == ["--attention-backend", "triton"]  # runs on any GPU
+
+
+@pytest.mark.parametrize(
+    "allowed, chosen",
+    [
+        # SGLang's deterministic-inference check on a Blackwell GPU: Ascend's backend and the
+        # FlashAttention generations are bound to hardware, Triton's kernels are not
+        ("['ascend', 'fa3', 'fa4', 'flashinfer', 'triton']", "triton"),
+        ("['ascend', 'fa3', 'flashinfer']", "flashinfer"),  # no Triton: the first unbound one
+        ("['ascend', 'fa3']", "ascend"),  # every one bound: the first, as printed
+    ],
+)
+def test_of_the_values_allowed_the_fix_takes_one_no_hardware_binds(
+    allowed: str, chosen: str
+) -> None:
+    log = (
+        f"ValueError: Currently only {allowed} attention backends are supported for "
+        "deterministic inference, but you explicitly specified 'trtllm_mha'."
+    )
+    cause = engine_source_findings(_view(log, version="0.5.23"))[0]
+    assert cause.patch is not None and cause.patch.args_add == ["--attention-backend", chosen]
 
 
 def test_a_hole_named_after_an_option_beside_the_values_allowed_sets_the_option() -> None:

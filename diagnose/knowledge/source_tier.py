@@ -1537,14 +1537,36 @@ def _allowed_value(
             printed = _string_collection(bound) if hole != shown_hole else []
             allowed = [_as_choice(item, choices) for item in printed]
             if printed and None not in allowed and _as_choice(got, choices) not in allowed:
-                flag, first = option.flags[0], allowed[0]
+                flag, chosen = option.flags[0], _portable_choice([str(a) for a in allowed])
+                why = (
+                    ""
+                    if chosen == allowed[0]
+                    else " (a Triton kernel runs on every GPU the engine runs on)"
+                    if "triton" in chosen.lower()
+                    else " (the first not bound to one platform or GPU generation)"
+                )
                 fix.sentences.append(
                     f"The message allows {', '.join(f'`{a}`' for a in printed)} for `{flag}` "
-                    f"here, not `{got}`: the fix sets `{flag} {first}`."
+                    f"here, not `{got}`: the fix sets `{flag} {chosen}`{why}."
                 )
                 fix.sets_allowed_value = True
-                return [flag, str(first)]
+                return [flag, chosen]
     return []
+
+
+_BOUND_TO_HARDWARE = re.compile(
+    r"ascend|npu|aiter|rocm|hpu|xpu|tpu|pallas|^cpu$|^fa[34]$|trtllm|cutlass|flashmla|^ck_"
+)
+"""Values of a kernel option that run on one platform (Ascend, ROCm, Gaudi, Intel, TPU, CPU)
+or one NVIDIA generation (FlashAttention 3 and 4, TensorRT-LLM's and CUTLASS's kernels)."""
+
+
+def _portable_choice(allowed: Sequence[str]) -> str:
+    """Of the values a message allows, the one that runs wherever the engine does: a Triton
+    kernel first (each engine's portable one), else the first not bound to a platform or a GPU
+    generation, else the first."""
+    portable = [value for value in allowed if not _BOUND_TO_HARDWARE.search(value.lower())]
+    return next((v for v in portable if "triton" in v.lower()), (portable or list(allowed))[0])
 
 
 def _string_collection(text: str) -> list[str]:
