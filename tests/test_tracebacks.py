@@ -300,3 +300,21 @@ def test_a_traceback_keeps_its_innermost_frame_with_the_code_under_it() -> None:
     assert innermost_frame(frame_only) == frames[3].strip()
     (no_frame,) = group(["Traceback (most recent call last):", "ValueError: bad"])
     assert innermost_frame(no_frame) is None
+
+
+def test_a_markdown_fence_around_the_frames_does_not_end_the_traceback() -> None:
+    """A thread's paste fences the frames and leaves the exception under the fence."""
+    lines = [
+        "```",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 8, in <module>',
+        "    sys.exit(main())",
+        "```",
+        "",
+        "ValueError: GGUF model with architecture gemma3 is not supported yet.",
+    ]
+    events = group(lines)
+    (traceback,) = [e for e in events if e.first.text.startswith("Traceback")]
+    last = exception_line(traceback)
+    assert last is not None and last.text.startswith("ValueError: GGUF model")
+    assert innermost_frame(traceback) == f"{lines[2].strip()}\n{lines[3].strip()}"

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
-from diagnose.core.tracebacks import TRACEBACK_START, innermost_frame, starts_traceback
+from diagnose.core.tracebacks import TRACEBACK_START, innermost_frame, is_fence, starts_traceback
 from diagnose.engines import benign_lines
 
 LAST_LINES = 5
@@ -149,7 +149,7 @@ def exception_line(event: Event) -> Record | None:
     ):
         return None
     for record in reversed(event.records):
-        if record.text.strip():
+        if record.text.strip() and not is_fence(record.text):
             return record
     return None
 

@@ -30,6 +30,9 @@ message may go on over the next lines, as Python prints a message with newlines.
 _WARNING_GOES_ON = re.compile(r"\.py:\d+: [A-Z]\w*Warning: [^\n]*:\s*$")
 """A Python warning whose message ends in a colon (``x.py:8: RuntimeWarning: Failed to read
 commit hash:``): the reason is the next line, which is part of the warning, not an error."""
+_FENCE = re.compile(r"\s*(?:```|~~~)")
+"""A Markdown code fence: a thread's paste opens and closes its log with one, sometimes around
+the frames alone, with the exception after it."""
 WARNING_MESSAGE_LINES = 2
 MAX_TRACEBACK_LINES = 400
 MAX_MESSAGE_LINES = 30
@@ -75,11 +78,20 @@ def starts_traceback(text: str) -> bool:
     return TRACEBACK_START in text or _HEADLESS_FRAME.match(text) is not None
 
 
+def is_fence(text: str) -> bool:
+    """Whether a line is a Markdown code fence (```` ``` ````, ``~~~``, with a language or not)."""
+    return _FENCE.match(text) is not None
+
+
 def innermost_frame(event: Event) -> str | None:
     """A traceback's innermost frame line, with the code line under it when the traceback
     shows one (one per line): where the exception was raised, or, in a traceback cut short
     before its exception, the line it stopped at. None when no frame shows."""
-    lines = [text for r in event.records if (text := r.text.strip()) and not text.startswith("^")]
+    lines = [
+        text
+        for r in event.records
+        if (text := r.text.strip()) and not text.startswith("^") and not is_fence(text)
+    ]
     frames = [n for n, line in enumerate(lines) if _HEADLESS_FRAME.match(line)]
     if not frames:
         return None
@@ -159,6 +171,9 @@ class TracebackGrouper:
         stripped = text.strip()
         if len(target.records) >= MAX_TRACEBACK_LINES:
             return self._close_and_refeed(target, record, seq)
+        if is_fence(text):  # the page's formatting: the traceback goes on after it
+            target.records.append(record)
+            return []
         if target.state == "frames":
             target.records.append(record)
             if stripped and not _is_frame_line(text):

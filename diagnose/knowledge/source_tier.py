@@ -930,11 +930,11 @@ def _raising_release(context: ReleaseContext, hit: TemplateHit) -> ReleaseContex
 
 
 def _mostly_holes(hit: TemplateHit) -> bool:
-    """The template's holes hold most of the message, one of them several words: its few
-    fixed words ("{a} is not supported for {b}") met by chance in a longer line."""
+    """The template's holes hold more than half of the message, one of them several words: its
+    few fixed words ("{a} is not supported for {b}") met by chance in a longer line."""
     held = [value for value in hit.values.values() if value]
     spoken = sum(len(value) for value in held)
-    return any(len(value.split()) > 2 for value in held) and 3 * spoken > 2 * len(hit.message)
+    return any(len(value.split()) > 2 for value in held) and 2 * spoken > len(hit.message)
 
 
 def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
