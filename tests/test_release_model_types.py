@@ -223,3 +223,27 @@ def test_an_engine_release_without_the_models_architecture_is_upgraded_instead()
     cause = primary(_diagnosed(_value_error("glm4_moe"), ("vllm", "0.11.0")))
     assert cause is not None and cause.package is not None
     assert cause.package.name == "transformers"
+
+
+def test_an_engine_release_older_than_the_tables_is_upgraded_to_one_that_registers_it() -> None:
+    """vLLM 0.5.0.post1 is older than every mined release (from 0.5.5, which registers
+    Gemma2ForCausalLM): the engine of a transformers that did not know gemma2 goes too."""
+    cause = primary(_diagnosed(_value_error("gemma2"), ("vllm", "0.5.0.post1")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec) == ("vllm", ">=0.5.5")
+    assert "older than every release mined" in cause.explanation
+    assert "has no implementation of it either: its model registry" not in cause.explanation
+
+
+def test_with_no_engine_release_shown_the_engine_that_registers_it_is_named_beside() -> None:
+    """No release in the log: transformers stays the change, and the first mined vLLM that
+    registers the model is the other half for an older engine."""
+    log = "INFO 03-12 10:00:00 api_server.py:712] args: Namespace(model='google/gemma-3-27b-it')\n"
+    cause = primary(_diagnosed(log + _value_error("gemma3")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec) == ("transformers", ">=4.50.0")
+    (action,) = [a for a in cause.system_actions if "upgrade it too" in a]
+    first = mined.first_release_with(
+        "vllm", lambda v: "Gemma3ForCausalLM" in mined.registries("vllm")[v].architectures
+    )
+    assert f"pip install 'vllm>={first}'" in action

@@ -234,7 +234,17 @@ def model_type_fix(finding: Finding, engine: str | None, engine_version: str | N
         + (f" and gone again from {known.dropped}" if known.dropped else "")
         + "."
     )
+    if engine in mined.ENGINES:
+        releases = mined.versions(engine)
+        before_tables = bool(releases) and (
+            engine_version is None or not at_least(engine_version, releases[0])
+        )
+        registering = _first_registering(engine, model_type) if before_tables else None
+        if registering is not None and engine_version is None:
+            finding = _engine_too_if_older(finding, engine, registering)
     if engine in mined.ENGINES and engine_version is not None:
+        if registering is not None:  # older than every release mined, which registers it
+            return _model_needs_newer_engine(finding, engine, engine_version, registering, said)
         capped = _engine_cap(engine, engine_version, known)
         if capped is not None:
             return _engine_upgrade(finding, engine, engine_version, known, capped, said)
@@ -416,6 +426,38 @@ def _first_release_implementing(
     return newer, _architectures_of(model_type, registries[newer])
 
 
+def _first_registering(engine: str, model_type: str) -> tuple[str, list[str]] | None:
+    """The oldest mined release of ``engine`` from which its registry lists an architecture of
+    ``model_type``, and those architectures; None when none does."""
+    registries = mined.registries(engine)
+    first = mined.first_release_with(
+        engine,
+        lambda version: (
+            bool(_architectures_of(model_type, registries[version]))
+            if version in registries
+            else None
+        ),
+    )
+    return (first, _architectures_of(model_type, registries[first])) if first else None
+
+
+def _engine_too_if_older(
+    finding: Finding, engine: str, registering: tuple[str, list[str]]
+) -> Finding:
+    """``finding`` with the engine's side of a model transformers does not know, when the log
+    shows no engine release: an engine older than the first that registers the model needs
+    upgrading too."""
+    first, architectures = registering
+    name = mined.ENGINE_NAMES[engine]
+    listed = ", ".join(f"`{a}`" for a in architectures)
+    action = (
+        f"If {name} is older than {first}, upgrade it too: pip install '{engine}>={first}' "
+        f"({name} registers {listed} from {first} on in the releases mined; transformers alone "
+        "leaves the model unknown to an older engine)."
+    )
+    return finding.model_copy(update={"system_actions": [*finding.system_actions, action]})
+
+
 def _model_needs_newer_engine(
     finding: Finding,
     engine: str,
@@ -426,12 +468,20 @@ def _model_needs_newer_engine(
     newer, architectures = implemented
     name = mined.ENGINE_NAMES[engine]
     listed = ", ".join(f"`{a}`" for a in architectures)
+    older_than_tables = not at_least(engine_version, mined.versions(engine)[0])
+    lacking = (
+        f"{name} {engine_version} is older than every release mined, and the oldest of them "
+        f"that registers it ({listed}) is {newer}: a release that old most likely has no "
+        "implementation of it either."
+        if older_than_tables
+        else f"{name} {engine_version} has no implementation of it either: its model registry "
+        f"lists no such architecture, which {name} registers ({listed}) from {newer} on (read "
+        "from the releases' model registries)."
+    )
     note = (
-        f"{said} {name} {engine_version} has no implementation of it either: its model "
-        f"registry lists no such architecture, which {name} registers ({listed}) from {newer} on "
-        f"(read from the releases' model registries). Upgrade {name} to {newer} or later: "
-        "transformers alone would leave the model unknown to the engine, and the newer "
-        f"{name} brings a transformers that knows it."
+        f"{said} {lacking} Upgrade {name} to {newer} or later: transformers alone would leave "
+        f"the model unknown to the engine, and the newer {name} brings a transformers that "
+        "knows it."
     )
     return finding.model_copy(
         update={
