@@ -510,3 +510,28 @@ def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_buil
     )
     other = primary(run_text(library))
     assert other is not None and other.package is None
+
+
+_OMNI_WARNING = (
+    "/opt/venv/lib/python3.12/site-packages/vllm_omni/version.py:55: RuntimeWarning: vLLM and "
+    "vLLM-Omni appear to have mismatched major/minor versions:\n"
+    " --> vLLM-Omni version 0.24.0\n"
+    " --> vLLM version 0.24.1\n"
+    "This will likely cause compatibility issues.\n"
+)
+
+
+def test_a_plugin_version_warning_is_no_failure_of_a_start_that_went_on_to_serve() -> None:
+    served = (
+        "INFO 07-16 23:16:13 [api_server.py:1900] Starting vLLM API server 0 on "
+        "http://0.0.0.0:8000\nINFO:     Application startup complete.\n"
+    )
+    assert run_text(_OMNI_WARNING + served).primary is None
+    failed = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm_omni/entrypoints/cli/serve.py", '
+        "line 21, in <module>\n"
+        "    from vllm_omni.entrypoints.openai.api_server import omni_run_server\n"
+    )
+    cause = primary(run_text(_OMNI_WARNING + failed))
+    assert cause is not None and cause.signature == "vllm-omni-minor-version-mismatch"
