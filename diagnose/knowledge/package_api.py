@@ -11,7 +11,9 @@ name 'build_regex_from_schema' from 'outlines.fsm.json_schema'"). Which mined re
 says which way the package is off and to which release to move: a module or name the newer
 releases dropped asks for the newest release that still has it; one the older releases lacked
 asks for the first release that has it. For a library, the releases are kept within what the
-importing engine release requires of it, when the log shows that release.
+importing engine release requires of it, when the log shows that release. A name every release
+has is no release mismatch (the module was not whole when asked for); a traceback cut short at
+an import statement is read the same way, as the import that most likely failed.
 """
 
 from __future__ import annotations

@@ -407,28 +407,21 @@ def _first_release_implementing(
     """The oldest mined release of ``engine`` that registers an architecture of
     ``model_type``, and those architectures, when the running release has none: the first
     mined release at or above it registers none (None when that cannot be told)."""
-    registries = mined.registries(engine)
-    newer = mined.first_release_with(
-        engine,
-        lambda version: (
-            bool(_architectures_of(model_type, registries[version]))
-            if version in registries
-            else None
-        ),
-    )
-    if newer is None or at_least(engine_version, newer):
+    registering = _first_registering(engine, model_type)
+    if registering is None or at_least(engine_version, registering[0]):
         return None
+    registries = mined.registries(engine)
     ceiling = next((v for v in mined.versions(engine) if at_least(v, engine_version)), None)
     if ceiling is None or ceiling not in registries:
         return None
     if _architectures_of(model_type, registries[ceiling]):
         return None
-    return newer, _architectures_of(model_type, registries[newer])
+    return registering
 
 
 def _first_registering(engine: str, model_type: str) -> tuple[str, list[str]] | None:
     """The oldest mined release of ``engine`` from which its registry lists an architecture of
-    ``model_type``, and those architectures; None when none does."""
+    ``model_type`` through the newest, and those architectures; None when none does."""
     registries = mined.registries(engine)
     first = mined.first_release_with(
         engine,
