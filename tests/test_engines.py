@@ -45,3 +45,6 @@ def test_a_launch_command_names_the_engine_when_no_line_has_its_format() -> None
     assert run_text(f"$ sglang serve --model-path m --tp 2\n{error}").engine == "sglang"
     assert run_text(f"vllm serve Qwen/Qwen3-8B --port 8000\n{error}").engine == "vllm"
     assert run_text(f"pip install my-vllm-serve-helper\n{error}").engine is None
+    # a sentence of a language that writes no space around the command
+    assert run_text(f"使用vllm serve部署GLM-4.5失败报错{error}").engine == "vllm"
+    assert run_text(f"pip install myvllm serve\n{error}").engine is None
