@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from diagnose.core.models import Confidence
 from diagnose.knowledge import mined
 from tests.conftest import REPO, by_signature, invoke, primary, run_text
 
@@ -535,3 +536,26 @@ def test_a_plugin_version_warning_is_no_failure_of_a_start_that_went_on_to_serve
     )
     cause = primary(run_text(_OMNI_WARNING + failed))
     assert cause is not None and cause.signature == "vllm-omni-minor-version-mismatch"
+
+
+def _backend_refused(settings: str) -> str:
+    return (
+        "(APIServer pid=812) INFO 12-03 10:00:01 [utils.py:233] non-default args: "
+        f"{{'model': 'deepseek-ai/DeepSeek-V3.2', 'tensor_parallel_size': 8{settings}}}\n"
+        "(EngineCore_DP0 pid=901) ERROR 12-03 10:01:10 [core.py:843] ValueError: Selected "
+        "backend AttentionBackendEnum.CUTLASS_MLA is not valid for this configuration. Reason: "
+        "['kv_cache_dtype not supported', 'sparse not supported']\n"
+    )
+
+
+def test_a_fix_removing_a_flag_the_engine_printed_as_not_given_drops_that_flag() -> None:
+    """vLLM prints the settings it was given: a backend it chose itself is no flag to drop."""
+    chosen = primary(run_text(_backend_refused("")))
+    assert chosen is not None and chosen.patch is not None
+    assert "--attention-backend" not in chosen.patch.args_remove
+    assert chosen.confidence is Confidence.LOW
+    assert "the engine chose that value itself" in chosen.explanation
+    forced = primary(run_text(_backend_refused(", 'attention_backend': 'CUTLASS_MLA'")))
+    assert forced is not None and forced.patch is not None
+    assert "--attention-backend" in forced.patch.args_remove
+    assert "chose that value itself" not in forced.explanation

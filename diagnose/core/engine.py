@@ -645,6 +645,9 @@ class Engine:
         if wrappers:  # a wrapper of an error that is reported says nothing more
             lead = primary_of(findings)
             findings = [f for f in findings if f.id == lead or f.signature not in wrappers]
+        printed = launch_options(None, self.facts.get("launch_settings"))
+        if printed:  # the engine printed the settings it was given: a flag it lacks is no fix
+            findings = [_without_flags_not_given(f, printed, unit) for f in findings]
         if self.pins is not None:
             version = self._engine_version(engine)
             checked = [self.pins(finding, engine, version) for finding in findings]
@@ -1305,6 +1308,54 @@ def _ended_before_ready(state: _State, last: Hit) -> list[str]:
         note + ". `diagnose journal -u UNIT` times the silence with the journal's clock; a "
         "log that goes on, or `nvidia-smi` while it waits (memory and utilisation), does too."
     ]
+
+
+def _without_flags_not_given(
+    finding: Finding, printed: list[tuple[str, str | None]], unit: str | None
+) -> Finding:
+    """``finding`` without the flags its fix removes that the settings the engine printed as
+    given (vLLM's ``non-default args``) do not hold: the engine chose that value itself, so
+    removing the flag changes nothing. Its confidence drops to low, and with nothing left of
+    the fix, it has none."""
+    patch = finding.patch
+    if patch is None or not patch.args_remove:
+        return finding
+    given = {flag.lstrip("-").replace("-", "_") for flag, _ in printed}
+    added = {word.lstrip("-").replace("-", "_") for word in patch.args_add if word[:2] == "--"}
+    absent = [
+        flag
+        for flag in patch.args_remove
+        if flag[:2] == "--"
+        and (key := flag.lstrip("-").replace("-", "_")) not in given
+        and key not in added
+    ]
+    if not absent:
+        return finding
+    kept = patch.model_copy(
+        update={"args_remove": [f for f in patch.args_remove if f not in absent], "dropin": None}
+    )
+    said = (
+        f"The settings the engine printed as given hold none of {', '.join(absent)}: the "
+        "engine chose that value itself, so removing the flag changes nothing."
+    )
+    if not (kept.args_add or kept.args_remove or kept.env_set or kept.env_unset or kept.unit_set):
+        return finding.model_copy(
+            update={
+                "patch": None,
+                "patch_note": said,
+                "confidence": Confidence.LOW,
+                "explanation": f"{finding.explanation} {said}",
+            }
+        )
+    if patch.dropin is not None:
+        kept = kept.model_copy(update={"dropin": render_dropin(kept, unit)})
+    return finding.model_copy(
+        update={
+            "patch": kept,
+            "confidence": Confidence.LOW,  # half of what it read as given was not
+            "explanation": f"{finding.explanation} {said}",
+        }
+    )
 
 
 def _redrawn(before: Finding, after: Finding, unit: str | None) -> Finding:
