@@ -935,6 +935,32 @@ def test_a_name_the_engines_own_code_misspells_is_a_bug_of_that_release() -> Non
     assert not (elsewhere.raised_in or "").startswith("flashinfer")
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        # another package's module: the installed torch lacks the name, not a slip of vLLM's
+        "AttributeError: module 'torch' has no attribute 'float8_e4m3fnuz'. Did you mean: "
+        "'float8_e4m3fn'?",
+        # a model config: transformers' release or the checkpoint's, not vLLM's code
+        "AttributeError: 'Qwen2Config' object has no attribute 'rope_thetas'. Did you mean: "
+        "'rope_theta'?",
+        # names too far apart for a slip: a renamed attribute of another release
+        "AttributeError: 'Scheduler' object has no attribute 'running_queue'. Did you mean: "
+        "'waiting_queue'?",
+    ],
+)
+def test_pythons_hint_is_no_typo_of_the_engine_where_another_release_lacks_the_name(
+    message: str,
+) -> None:
+    log = _TYPO_IN.format(file="vllm/model_executor/layers/quantization/awq_marlin.py")
+    log = log.replace(
+        "AttributeError: 'Logger' object has no attribute 'warning_one'. Did you mean: "
+        "'warning_once'?",
+        message,
+    )
+    assert _cause(log).signature != "vllm-code-misspells-a-name"
+
+
 def test_a_library_template_is_not_read_into_a_message_another_package_raised() -> None:
     """A traceback a page joined onto one line: its last frame before the message says whose
     code raised it."""

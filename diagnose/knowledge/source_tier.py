@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from difflib import SequenceMatcher
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -543,12 +544,29 @@ def _raising_module(candidate: Candidate) -> str | None:
 
 
 _SUGGESTED_NAME = re.compile(
-    r"\b(?:AttributeError: (?:'\w+' object|module '[\w.]+'|type object '\w+') has no "
-    r"attribute '(?P<attribute>\w+)'|NameError: name '(?P<name>\w+)' is not defined)\. "
-    r"Did you mean: '(?P<meant>\w+)'\?"
+    r"\b(?:AttributeError: (?:'(?P<owner>\w+)' object|module '(?P<module>[\w.]+)'|type object "
+    r"'(?P<type>\w+)') has no attribute '(?P<attribute>\w+)'|NameError: name '(?P<name>\w+)' is "
+    r"not defined)\. Did you mean: '(?P<meant>\w+)'\?"
 )
 """Python's own hint (3.10 and later) that a name in the code is a near miss of one that
 exists (``'Logger' object has no attribute 'warning_one'. Did you mean: 'warning_once'?``)."""
+_TYPO_LIKENESS = 0.85
+"""How alike (difflib's ratio) the name asked for and the one Python suggests must be for a
+slip of the keyboard (``warning_one``, ``warning_once``: 0.96); a renamed attribute differs
+more (``rope_theta``, ``rope_scaling``)."""
+
+
+def _misspelt(found: re.Match[str], engine: str) -> bool:
+    """Whether Python's hint reads as a slip in the engine's own code, not as another
+    package's release that lacks the name: a module of another package, or a model config
+    (transformers' release, or the checkpoint's), is not the engine's to misspell."""
+    module, owner = found.group("module"), found.group("owner") or found.group("type") or ""
+    if module is not None and module.partition(".")[0] != engine:
+        return False
+    if owner.endswith("Config"):
+        return False
+    wrong = found.group("attribute") or found.group("name")
+    return SequenceMatcher(None, wrong, found.group("meant")).ratio() >= _TYPO_LIKENESS
 
 
 def _engine_code_typo(candidate: Candidate, shown: str | None) -> Finding | None:
@@ -558,6 +576,8 @@ def _engine_code_typo(candidate: Candidate, shown: str | None) -> Finding | None
     module = _raising_module(candidate) if found is not None else None
     engine = module.partition(".")[0] if module else None
     if found is None or module is None or engine not in mined.ENGINES:
+        return None
+    if not _misspelt(found, engine):
         return None
     name = mined.ENGINE_NAMES[engine]
     wrong, meant = found.group("attribute") or found.group("name"), found.group("meant")
