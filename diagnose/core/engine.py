@@ -1320,15 +1320,14 @@ def _without_flags_not_given(
     patch = finding.patch
     if patch is None or not patch.args_remove:
         return finding
-    given = {flag.lstrip("-").replace("-", "_") for flag, _ in printed}
-    added = {word.lstrip("-").replace("-", "_") for word in patch.args_add if word[:2] == "--"}
-    absent = [
-        flag
-        for flag in patch.args_remove
-        if flag[:2] == "--"
-        and (key := flag.lstrip("-").replace("-", "_")) not in given
-        and key not in added
-    ]
+
+    def key(flag: str) -> str:  # `--kv-cache-dtype` and `kv_cache_dtype` alike
+        return flag.lstrip("-").replace("-", "_")
+
+    named = {key(flag) for flag, _ in printed} | {
+        key(word) for word in patch.args_add if word[:2] == "--"
+    }  # given at the start, or set again by the fix itself
+    absent = [flag for flag in patch.args_remove if flag[:2] == "--" and key(flag) not in named]
     if not absent:
         return finding
     kept = patch.model_copy(

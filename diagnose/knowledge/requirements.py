@@ -240,11 +240,12 @@ def model_type_fix(finding: Finding, engine: str | None, engine_version: str | N
             engine_version is None or not at_least(engine_version, releases[0])
         )
         registering = _first_registering(engine, model_type) if before_tables else None
-        if registering is not None and engine_version is None:
+        if registering is not None and engine_version is not None:
+            # older than every release mined, the first of which to register it is named
+            return _model_needs_newer_engine(finding, engine, engine_version, registering, said)
+        if registering is not None:
             finding = _engine_too_if_older(finding, engine, registering)
     if engine in mined.ENGINES and engine_version is not None:
-        if registering is not None:  # older than every release mined, which registers it
-            return _model_needs_newer_engine(finding, engine, engine_version, registering, said)
         capped = _engine_cap(engine, engine_version, known)
         if capped is not None:
             return _engine_upgrade(finding, engine, engine_version, known, capped, said)
