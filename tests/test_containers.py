@@ -332,7 +332,38 @@ def test_a_kubelet_container_log_file_is_kubernetes() -> None:
     )
     cri = [f"2026-06-08T18:01:24.332338885Z stdout F {line}"]
     assert recognise(cri).kind == "kubernetes"
-    assert recognise([f"2026-06-08T18:01:24.332338885Z {line}"]).kind == "unknown"
+    assert recognise([f"2026-06-08T18:01:24.332338885Z {line}"]).kind != "kubernetes"
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("(APIServer pid=1) INFO 06-08 18:01:24 [api_server.py:1880] vLLM API server", "docker"),
+        (
+            "(APIServer pid=4187) INFO 06-08 18:01:24 [api_server.py:1880] vLLM API server",
+            "unknown",
+        ),
+        ("(EngineCore_DP0 pid=1) ERROR 06-08 18:01:30 [core.py:708] EngineCore failed", "unknown"),
+        (
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 9',
+            "docker",
+        ),
+        (
+            '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/arg_utils.py", line 9',
+            "unknown",
+        ),
+        (
+            '  File "/opt/venv/lib/python3.12/site-packages/vllm/engine/arg_utils.py", line 9',
+            "unknown",
+        ),
+    ],
+)
+def test_an_images_process_and_paths_say_container(line: str, kind: str) -> None:
+    """The API server as pid 1 is a container's entrypoint (a host's pid 1 is its init), and
+    Python 3.12's packages under /usr/local/lib/.../dist-packages are where the engines' images
+    install them (a host's own Python 3.12 refuses a pip install there); Python 3.10's could be
+    a host's `sudo pip install`, and a venv says nothing."""
+    assert recognise([line]).kind == kind
 
 
 # -- fixes in the deployment's form ---------------------------------------------------------

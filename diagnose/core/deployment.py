@@ -68,6 +68,17 @@ _DOCKER: tuple[Rule, ...] = (
     ("a Docker hint", ("inside a docker container", "--shm-size"), None),
     ("the SGLang image's paths", ("/sgl-workspace/",), None),
     ("the vLLM image's paths", ("/vllm-workspace/",), None),
+    (
+        "the server as the container's first process (pid=1)",
+        ("server pid=1)",),
+        re.compile(r"\((?:APIServer|api_server) pid=1\)"),
+    ),
+    (
+        "packages in /usr/local/lib/python3.12+/dist-packages, where the engines' images put "
+        "them (a host's own Python 3.12 refuses such installs)",
+        ("/usr/local/lib/python3.1",),
+        re.compile(r"/usr/local/lib/python3\.1[2-9]/dist-packages/"),
+    ),
 )
 _SYSTEMD: tuple[Rule, ...] = (
     (
