@@ -61,15 +61,16 @@ class ReleaseFactsTier:
 
 
 class MessageWordsTier:
-    """The last tier: the area the first error's own words point at, imported when first
-    asked; no needles."""
+    """The last tier: the component an engine switch turns on that the first error names,
+    else the area its own words point at; imported when first asked; no needles."""
 
     needles: frozenset[str] = frozenset()
 
     def __call__(self, incident: IncidentView) -> list[Finding]:
         from diagnose.knowledge.source_tier import message_words_findings
+        from diagnose.knowledge.switches import engine_switch_findings
 
-        return message_words_findings(incident)
+        return engine_switch_findings(incident) or message_words_findings(incident)
 
 
 class ReleaseFixChecks:

@@ -1,0 +1,115 @@
+"""An error no tier explains that names a component an engine variable switches on:
+``Model Runner V2 supports pooling tasks [...], but this model selects ...`` and
+``VLLM_USE_V2_MODEL_RUNNER``. The engine's own variable table says the switch exists in the
+release, and that it is not off unless set: the failing code is most likely the component it
+turns on, and starting once with it off is the test (and, where it starts, the fix).
+
+Asked just before the message-words tier, and like it a lead at low confidence.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.incident import announces_next
+from diagnose.core.models import Confidence, Finding, Patch, Role, Severity
+from diagnose.core.optionlink import words_of
+from diagnose.knowledge import mined
+
+SIGNATURE = "engine-switch-code-path"
+_SWITCH = re.compile(r"(?:VLLM|SGLANG|SGL)_(?:[A-Z0-9]+_)*?(?:USE|ENABLE)_[A-Z0-9_]+")
+"""A variable that turns a component on (``VLLM_USE_DEEP_GEMM``, ``SGLANG_ENABLE_JIT_X``)."""
+_NOT_OWN = frozenset(("vllm", "sglang", "sgl", "use", "enable"))
+MIN_OWN = 4
+"""Two words of at least this length, besides the engine and the verb, name a component; a
+version suffix alone (``VLLM_USE_V1``) names none."""
+_PATH = re.compile(r"[^\s/]*/\S*")
+MAX_READ = 1000
+"""A message names its component early; an endless line is read no further."""
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
+@cache
+def _switches(engine: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The engine's boolean switches that are not off by default, with their own words."""
+    found = []
+    for name, variable in mined.env_vars(engine).items():
+        if variable.type != "bool" or variable.default is False or not _SWITCH.fullmatch(name):
+            continue
+        own = frozenset(words_of(name) - _NOT_OWN)
+        if sum(len(word) >= MIN_OWN for word in own) >= 2:
+            found.append((name, own))
+    return tuple(found)
+
+
+def _in_release(name: str, engine: str, shown: str | None) -> bool:
+    """The variable exists in the release the log shows (any mined release when it shows none)."""
+    if shown is None:
+        return True
+    nearest = mined.nearest_version(engine, shown)
+    return nearest is None or nearest in mined.env_vars(engine)[name].versions
+
+
+def named_switch(text: str, engines: tuple[str, ...], shown: str | None) -> tuple[str, str] | None:
+    """The one switch, with its engine, whose every own word the message says (its paths left
+    out), of the release shown; None when none does, or several."""
+    said = words_of(_PATH.sub(" ", text[:MAX_READ]))
+    named = [
+        (name, engine)
+        for engine in engines
+        for name, own in _switches(engine)
+        if own <= said and _in_release(name, engine, shown)
+    ]
+    return named[0] if len(named) == 1 else None
+
+
+def engine_switch_findings(incident: IncidentView) -> list[Finding]:
+    """The first error read as the component an engine switch turns on, when its words name
+    exactly one (of either engine's switches when the log does not say which engine ran:
+    the variable's name does); its fix is the test: start with the switch off."""
+    first: Candidate | None = next(
+        (c for c in incident.candidates if not announces_next(c.text)), None
+    )
+    if first is None:
+        return []
+    engines = (incident.engine,) if incident.engine in _ENGINE_NAMES else tuple(_ENGINE_NAMES)
+    named = named_switch(first.text, engines, incident.engine_version)  # the name says whose
+    if named is None:
+        return []
+    name, engine = named
+    engine_name = _ENGINE_NAMES[engine]
+    explanation = (
+        f"The first error, `{first.text.strip()[:300]}`, names the component the engine "
+        f"variable `{name}` switches on (on unless set off, in the releases that have it): the "
+        f"failure is most likely in that component's path, which this {engine_name} release "
+        f"does not handle for this model or setting. Start once with `{name}=0`: if the server "
+        f"then starts, that is the cause. A newer {engine_name} release may have fixed the "
+        "component; no signature or known issue knows this message, so treat it as a lead."
+    )
+    return [
+        Finding(
+            id="f0",
+            signature=SIGNATURE,
+            category="launch_args",
+            severity=Severity.ERROR,
+            role=Role.ROOT_CAUSE,
+            title=f"The failure is in the component `{name}` switches on",
+            explanation=explanation,
+            confidence=Confidence.LOW,
+            evidence=[first.evidence],
+            patch=Patch(env_set={name: "0"}),
+            patch_note=f"With `{name}=0` the engine takes the path it had before the component.",
+            alternatives=[
+                f"Keep the component and upgrade {engine_name}: the release notes or issues "
+                "of the component name the fix."
+            ],
+            next_checks=[
+                f"Start once with `{name}=0` in the server's environment; `env | grep {name}` "
+                "where it starts shows whether something else sets it."
+            ],
+            phase=first.phase,
+            tier="generic",
+        )
+    ]

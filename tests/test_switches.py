@@ -1,0 +1,53 @@
+"""An error no tier explains that names the component an engine variable switches on."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.core.models import Confidence
+from diagnose.knowledge.switches import named_switch
+from tests.conftest import primary, run_text
+
+MRV2 = (
+    "ValueError: Model Runner V2 supports pooling tasks ['classify', 'embed', "
+    "'token_classify'], but this model selects 'embed&token_classify' from ['embed', "
+    "'embed&token_classify', 'token_classify', 'token_embed']."
+)
+
+
+def test_the_component_a_switch_turns_on_is_the_lead_and_switching_it_off_the_test() -> None:
+    cause = primary(run_text(MRV2 + "\n"))
+    assert cause is not None and cause.signature == "engine-switch-code-path"
+    assert (cause.tier, cause.confidence) == ("generic", Confidence.LOW)
+    assert cause.patch is not None and cause.patch.env_set == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert "Start once with `VLLM_USE_V2_MODEL_RUNNER=0`" in cause.explanation
+
+
+@pytest.mark.parametrize(
+    ("text", "engines", "version", "switch"),
+    [
+        (MRV2, ("vllm", "sglang"), None, ("VLLM_USE_V2_MODEL_RUNNER", "vllm")),
+        (MRV2, ("vllm",), "0.11.0", None),  # a release without the variable
+        (MRV2, ("sglang",), None, None),  # another engine's switch
+        # a version suffix alone names no component
+        (
+            "ValueError: Invalid attention backend for cuda, with use_v1: False",
+            ("vllm",),
+            None,
+            None,
+        ),
+        # off by default, and not set: the component never ran
+        ("RuntimeError: AITER FP4BMM kernel failed on this device", ("vllm",), None, None),
+        # words of the paths in the message are not the message's
+        (
+            "KeyError: 'x' in /opt/model_runner_v2/cache.py",
+            ("vllm",),
+            None,
+            None,
+        ),
+    ],
+)
+def test_a_switch_is_named_by_every_own_word_in_its_release(
+    text: str, engines: tuple[str, ...], version: str | None, switch: tuple[str, str] | None
+) -> None:
+    assert named_switch(text, engines, version) == switch
