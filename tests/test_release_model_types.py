@@ -161,6 +161,31 @@ def test_an_engine_release_that_caps_transformers_below_it_is_upgraded_instead()
     assert (cause.package.name, cause.package.spec) == ("sglang", ">=0.5.3")
 
 
+def test_an_engine_upgrade_that_would_keep_the_old_transformers_names_both() -> None:
+    # vLLM 0.19.0 caps transformers below 5; gemma4 is first known to 5.5.0; vLLM 0.19.1
+    # admits it but also admits 4.x, so pip would keep the installed transformers
+    cause = primary(_diagnosed(_value_error("gemma4"), ("vllm", "0.19.0")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec) == ("vllm", ">=0.19.1")
+    assert cause.system_actions == ["pip install 'vllm>=0.19.1' 'transformers>=5.5.0'"]
+    assert "which pip then keeps" in cause.explanation
+    # SGLang 0.4.4.post2 pins transformers==4.50.0: its upgrade brings gemma3's release itself
+    cause = primary(_diagnosed(_key_error("gemma3"), ("sglang", "0.4.3.post4")))
+    assert cause is not None and cause.system_actions == []
+    assert "it installs a matching transformers" in cause.explanation
+
+
+def test_a_message_a_page_wrapped_names_its_model_type_on_a_later_line() -> None:
+    wrapped = (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        "Value error, The checkpoint you are trying to load has model type\n"
+        "`gemma4` but Transformers does not recognize this architecture.\n"
+    )
+    cause = primary(_diagnosed(wrapped, ("vllm", "0.19.0")))
+    assert cause is not None and unknown_model_type(cause) == "gemma4"
+    assert cause.package is not None and cause.package.name == "vllm"
+
+
 def test_an_engine_release_that_admits_it_keeps_its_own_bound() -> None:
     # vLLM 0.34.0 requires transformers<5.23.0,>=5.16.1: qwen3_vl is known long before
     cause = primary(_diagnosed(_value_error("qwen3_vl"), ("vllm", "0.34.0")))

@@ -854,7 +854,9 @@ class Engine:
         candidates = tuple(
             Candidate(
                 text=self.incident.wrapped.get(record.seq, record.text),
-                evidence=_record_evidence(record, record.ts, unit),
+                evidence=_wrapped_evidence(
+                    _record_evidence(record, record.ts, unit), self.incident.wrapped.get(record.seq)
+                ),
                 phase=self._phase_at(record.rank, record.seq),
                 frame=self.incident.frames.get(record.seq),
             )
@@ -1209,6 +1211,12 @@ class Engine:
         if link is None or first is None:
             return unknown
         return _option_path(unknown, link, clipped(first.text.strip(), 300), self._engine())
+
+
+def _wrapped_evidence(evidence: Evidence, whole: str | None) -> Evidence:
+    """A message a page wrapped over several lines is evidence by its first line and, as its
+    message, the whole of it: what a finding's fix reads (the model type on its third line)."""
+    return evidence if whole is None else evidence.model_copy(update={"message": whole})
 
 
 def _only_a_lead(finding: Finding) -> bool:

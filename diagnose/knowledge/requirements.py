@@ -324,6 +324,17 @@ def registered_model_fix(
     )
 
 
+def _admits_older(spec: str, known: mined.ModelTypeReleases) -> bool:
+    """Whether ``spec`` also allows a mined transformers release older than the first that
+    knows the model type (an upgrade of the engine alone then keeps the installed one)."""
+    try:
+        allowed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return True
+    first = Version(known.first or "0")
+    return any(Version(v) < first and Version(v) in allowed for v in known.releases)
+
+
 def _admits(spec: str, known: mined.ModelTypeReleases) -> bool:
     """Whether ``spec`` allows a transformers release that knows the model type: a mined
     release, or a version the spec itself names, from ``first`` up to ``dropped``."""
@@ -373,15 +384,27 @@ def _engine_upgrade(
         found = mined.required(engine, version, _TRANSFORMERS)
         if found is None or _admits(found.spec, known):
             admits = found.sentence() if found else f"{name} {version} does not pin transformers"
+            wanted = f"{_TRANSFORMERS}>={known.first}"
+            together = f"pip install '{engine}>={version}' '{wanted}'"
+            keeps_older = found is None or _admits_older(found.spec, known)
             note = (
                 f"{said} {cap}: upgrading transformers alone would break {name}'s own "
                 f"requirements. Upgrade {name} to {version} or later, the first release whose "
-                f"requirements admit it ({admits}); it installs a matching transformers."
+                f"requirements admit it ({admits})"
+                + (
+                    f", together with `{wanted}`: those requirements also admit the installed "
+                    f"transformers, which pip then keeps (`{together}`)."
+                    if keeps_older
+                    else "; it installs a matching transformers."
+                )
             )
             return finding.model_copy(
                 update={
                     "package": PackageAction(name=engine, spec=f">={version}", action="upgrade"),
                     "explanation": _restated(finding, note),
+                    "system_actions": [*finding.system_actions, together]
+                    if keeps_older
+                    else finding.system_actions,
                 }
             )
     note = (
