@@ -500,8 +500,9 @@ def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_buil
     )
     cause = primary(run_text(own))
     assert cause is not None and cause.package is not None
+    assert (cause.signature, cause.category) == ("engine-code-fault", "spec_decode_config")
     assert (cause.package.name, cause.package.action) == ("sglang", "upgrade")
-    assert "bug of this sglang build" in cause.explanation
+    assert "bug of this SGLang release" in cause.explanation
     newest = mined.versions("sglang")[-1]  # no release shown: the newest mined, named
     assert f"pip install 'sglang>={newest}'" in (package_line(cause) or "")
     library = (

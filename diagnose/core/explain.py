@@ -25,6 +25,9 @@ class Candidate:
     frame: str | None = None
     """The innermost frame of its traceback, with the code line under it (one per line), when
     the message ends one: where it was raised, or the line a traceback cut short stopped at."""
+    engine_frame: str | None = None
+    """The innermost frame of its traceback in an engine's own files, with its code line,
+    where that is not the innermost frame (the engine's call into torch that raised)."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ _BENIGN = re.compile("|".join(benign_lines()))
 _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b|\^[\^~]*\s*$)')
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
+_ENGINE_FILE = re.compile(r'File "[^"\n]*/(?:sglang|vllm)/[^"\n]*\.py"')
+"""A frame in a file of an engine's own package (a release, a source tree or a fork of it)."""
 _FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)
 requests.exceptions.ConnectionError: ...``): a traceback pasted with its line breaks lost."""
@@ -243,6 +245,9 @@ class IncidentTracker:
         self.frames: dict[int, str] = {}
         """By its last line's position, a traceback's innermost frame and the code line under
         it (where it was raised, or where a paste cut it short), for the tiers to read."""
+        self.engine_frames: dict[int, str] = {}
+        """Likewise, the innermost frame in an engine's own files, where it is not the
+        innermost frame (the engine's call into torch that raised)."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -279,6 +284,9 @@ class IncidentTracker:
             frame = innermost_frame(event)
             if frame is not None:
                 self.frames[error[-1].seq] = frame
+                own = innermost_frame(event, _ENGINE_FILE)
+                if own is not None and own != frame:
+                    self.engine_frames[error[-1].seq] = own
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)

@@ -83,16 +83,21 @@ def is_fence(text: str) -> bool:
     return _FENCE.match(text) is not None
 
 
-def innermost_frame(event: Event) -> str | None:
+def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str | None:
     """A traceback's innermost frame line, with the code line under it when the traceback
     shows one (one per line): where the exception was raised, or, in a traceback cut short
-    before its exception, the line it stopped at. None when no frame shows."""
+    before its exception, the line it stopped at; with ``within``, the innermost frame whose
+    line it matches (a file of the engine's package). None when no frame shows."""
     lines = [
         text
         for r in event.records
         if (text := r.text.strip()) and not text.startswith("^") and not is_fence(text)
     ]
-    frames = [n for n, line in enumerate(lines) if _HEADLESS_FRAME.match(line)]
+    frames = [
+        n
+        for n, line in enumerate(lines)
+        if _HEADLESS_FRAME.match(line) and (within is None or within.search(line))
+    ]
     if not frames:
         return None
     at = frames[-1]

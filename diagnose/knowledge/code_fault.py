@@ -1,0 +1,153 @@
+"""An error no tier explains that the engine's own code raised by accident: a ``TypeError``,
+``KeyError``, an unpacking or a tensor-shape error in a frame of the engine's package, not a
+``raise`` the engine wrote to refuse a setting. Such a fault is most often a bug of the release
+on the path the model or the options in use take, which a later release fixes: the finding
+names the module and the function, and its fix is the upgrade (with the way to test the path
+where the module says which it is).
+
+Asked after the engine switches and before the message-words tier; a lead at low confidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.incident import announces_next
+from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
+from diagnose.engines.base import SERVING
+
+SIGNATURE = "engine-code-fault"
+_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line \d+, in (?P<function>[\w<>.]+)')
+_OWN_FILE = re.compile(r".*/(?P<package>sglang|vllm)/(?P<rest>[\w/]+)\.py$")
+_EXCEPTION = re.compile(
+    r"(?<![\w.])(?:\w+\.)*(?P<name>[A-Z]\w*(?:Error|Exception))(?::\s*(?P<message>.*))?$"
+)
+_FAULTS = frozenset(
+    (
+        "TypeError",
+        "AttributeError",
+        "KeyError",
+        "IndexError",
+        "UnboundLocalError",
+        "NameError",
+        "ZeroDivisionError",
+    )
+)
+"""Exceptions Python raises on a slip of the code itself, never one the engine raises to say no."""
+_SLIP_MESSAGES = re.compile(
+    r"The size of tensor a \(\d+\) must match|shape '\[[\d, -]+\]' is invalid for input of size"
+    r"|(?:not enough|too many) values to unpack|math domain error|mat1 and mat2 shapes cannot be"
+    r"|Expected all tensors to be on the same device|index \d+ is out of bounds"
+)
+"""Messages of a ``RuntimeError`` or ``ValueError`` that Python or torch writes for such a slip."""
+_DELIBERATE = re.compile(r"^\s*raise\b")
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+_EAGER = {"sglang": "--disable-cuda-graph", "vllm": "--enforce-eager"}
+
+
+def _module(frame: str) -> tuple[str, str, str, str] | None:
+    """The engine, its module, the function and the code line of a frame in the engine's own
+    files; None for a frame elsewhere."""
+    head, _, code = frame.partition("\n")
+    found = _FRAME.search(head)
+    own = _OWN_FILE.match(found.group("path")) if found else None
+    if found is None or own is None:
+        return None
+    module = f"{own.group('package')}.{own.group('rest').replace('/', '.')}"
+    return own.group("package"), module, found.group("function"), code.strip()
+
+
+def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:
+    """The exception and its message, where they read as a slip of the code: a fault class, an
+    internal check (an ``assert`` of the engine's that failed, its code line shown; a bare one
+    has its own signature), or Python's and torch's own words for a wrong shape."""
+    found = _EXCEPTION.search(candidate.text.strip())
+    if found is None:
+        return None
+    name, message = found.group("name"), (found.group("message") or "").strip()
+    if name in _FAULTS or (name == "AssertionError" and code.startswith("assert")):
+        return name, message
+    if name in ("RuntimeError", "ValueError") and _SLIP_MESSAGES.search(message):
+        return name, message
+    return None
+
+
+def _category(module: str) -> str:
+    """A model's own file: this release's code for the model; a speculative-decoding module:
+    that path; anything else: the engine build (a bug a later release fixes)."""
+    parts = module.split(".")
+    if "models" in parts:
+        return "model_unsupported"
+    if "speculative" in parts or "spec_decode" in parts:
+        return "spec_decode_config"
+    return "kernel_build"
+
+
+def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
+    """The first error read as a slip of the engine's own code, where it was raised in (or
+    through) a frame of the engine's package by a line that is no ``raise``."""
+    first = next((c for c in incident.candidates if not announces_next(c.text)), None)
+    if first is None:
+        return []
+    frame = first.engine_frame or first.frame
+    place = _module(frame) if frame else None
+    if place is None or _DELIBERATE.match(place[3]):
+        return []
+    engine, module, function, code = place
+    slip = _slip(first, code)
+    if slip is None:
+        return []
+    name, message = slip
+    engine_name = _ENGINE_NAMES[engine]
+    said = f"{name}: {message}" if message else name
+    at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    when = (
+        "The server was ready and serving when it died (a run-time failure). "
+        if first.phase == SERVING
+        else ""
+    )
+    explanation = when + (
+        f"The first error, `{said[:300]}`, was raised in {engine_name}'s own code, {at}. It is "
+        "not a refusal the engine writes on purpose (no `raise` of its own, no message about a "
+        "setting): Python or torch stopped a slip of the code there, which is most often a bug of "
+        f"this {engine_name} release on the path the model or the options in use take. A later "
+        "release usually fixes it: upgrade, and search the engine's issues for the message; until "
+        f"then, the option or model feature that leads into `{module}` is the one to start "
+        "without. No signature or known issue knows this message, so treat it as a lead."
+    )
+    capture = "cuda_graph" in module or "capture" in function
+    alternatives = (
+        [
+            f"The fault is in CUDA graph capture: start once with `{_EAGER[engine]}` (slower, "
+            "but it skips the capture) to confirm, and keep it until an upgrade fixes the path."
+        ]
+        if capture
+        else []
+    )
+    return [
+        Finding(
+            id="f0",
+            signature=SIGNATURE,
+            category=_category(module),
+            severity=Severity.ERROR,
+            role=Role.ROOT_CAUSE,
+            title=f"A fault in {engine_name}'s own code, in `{module}`",
+            explanation=explanation,
+            confidence=Confidence.LOW,
+            evidence=[first.evidence],
+            patch=None,
+            patch_note=(
+                "No setting is known to avoid it: the upgrade is the fix, and the option that "
+                f"leads into `{module}` the test."
+            ),
+            package=PackageAction(name=engine, spec="", action="upgrade"),
+            alternatives=alternatives,
+            next_checks=[
+                f"`pip show {engine}` for the release (a dev or source build above all); its "
+                "newer releases' notes and issues for the message or the module."
+            ],
+            phase=first.phase,
+            tier="generic",
+        )
+    ]

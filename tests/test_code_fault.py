@@ -1,0 +1,113 @@
+"""An error no tier explains that the engine's own code raised by a slip, not on purpose."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnose.core.models import Confidence
+from tests.conftest import primary, run_text
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+
+
+def _traceback(frames: list[tuple[str, str, str]], error: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for path, function, code in frames:
+        lines += [f'  File "{SITE}/{path}", line 100, in {function}', f"    {code}"]
+    return "\n".join([*lines, error]) + "\n"
+
+
+LORA = [
+    ("sglang/srt/model_executor/cuda_graph_runner.py", "capture", "self.capture_one_batch_size()"),
+    ("sglang/srt/lora/backend/chunked_backend.py", "_get_permutation", "torch.tensor("),
+    ("torch/utils/_device.py", "__torch_function__", "return func(*args, **kwargs)"),
+]
+
+
+def test_a_slip_in_the_engines_code_names_its_module_and_the_upgrade() -> None:
+    log = _traceback(LORA, "TypeError: 'NoneType' object cannot be interpreted as an integer")
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert (cause.category, cause.tier, cause.confidence) == (
+        "kernel_build",
+        "generic",
+        Confidence.LOW,
+    )
+    assert "`sglang.srt.lora.backend.chunked_backend` (`_get_permutation`)" in cause.explanation
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "sglang",
+        "upgrade",
+    )
+    assert cause.patch is None
+
+
+@pytest.mark.parametrize(
+    ("frames", "error", "category"),
+    [
+        (
+            [("vllm/model_executor/models/minimax_m2.py", "forward", "a, b, c = hidden_states")],
+            "ValueError: not enough values to unpack (expected 3, got 2)",
+            "model_unsupported",
+        ),
+        (
+            [("vllm/v1/spec_decode/eagle.py", "propose", "ids = self.input_ids[:n]")],
+            "AttributeError: 'NoneType' object has no attribute 'shape'",
+            "spec_decode_config",
+        ),
+        (
+            [("sglang/srt/model_executor/cuda_graph_runner.py", "capture", "n = sizes[i]")],
+            "IndexError: list index out of range",
+            "kernel_build",
+        ),
+        (  # an internal check of the engine's that failed
+            [("vllm/v1/worker/gpu_worker.py", "profile", "assert free > 0, msg")],
+            "AssertionError: Error in memory profiling. Initial free memory 30.3 GiB",
+            "kernel_build",
+        ),
+    ],
+)
+def test_the_module_says_which_path_failed(
+    frames: list[tuple[str, str, str]], error: str, category: str
+) -> None:
+    cause = primary(run_text(_traceback(frames, error)))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.category == category
+
+
+@pytest.mark.parametrize(
+    ("frames", "error"),
+    [
+        # the engine's own refusal, raised on purpose
+        (
+            [("vllm/config/model.py", "verify", 'raise ValueError("no such task")')],
+            "ValueError: no such task",
+        ),
+        # an assert whose code line the traceback does not show may be anyone's
+        (
+            [("vllm/v1/worker/gpu_worker.py", "profile", "check(free)")],
+            "AssertionError: Error in memory profiling. Initial free memory 30.3 GiB",
+        ),
+        # raised in another package's code, never through the engine's
+        (
+            [("transformers/configuration_utils.py", "get_config_dict", "d = cfg['x']")],
+            "KeyError: 'x'",
+        ),
+        # an error of the environment, not of the code
+        (
+            [("vllm/entrypoints/openai/api_server.py", "run", "sock.bind(addr)")],
+            "OSError: [Errno 98] Address already in use",
+        ),
+    ],
+)
+def test_no_slip_where_the_error_is_a_refusal_another_package_or_the_host(
+    frames: list[tuple[str, str, str]], error: str
+) -> None:
+    cause = primary(run_text(_traceback(frames, error)))
+    assert cause is None or cause.signature != "engine-code-fault"
+
+
+def test_a_slip_in_cuda_graph_capture_offers_the_eager_start_as_its_test() -> None:
+    frames = [("vllm/v1/worker/gpu_model_runner.py", "capture_model", "n = sizes[i]")]
+    cause = primary(run_text(_traceback(frames, "IndexError: list index out of range")))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert any("--enforce-eager" in a for a in cause.alternatives)
