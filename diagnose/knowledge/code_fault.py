@@ -16,6 +16,7 @@ from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.incident import announces_next
 from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
 from diagnose.engines.base import SERVING
+from diagnose.knowledge import mined
 
 SIGNATURE = "engine-code-fault"
 _FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line \d+, in (?P<function>[\w<>.]+)')
@@ -42,7 +43,6 @@ _SLIP_MESSAGES = re.compile(
 )
 """Messages of a ``RuntimeError`` or ``ValueError`` that Python or torch writes for such a slip."""
 _DELIBERATE = re.compile(r"^\s*raise\b")
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 _EAGER = {"sglang": "--disable-cuda-graph", "vllm": "--enforce-eager"}
 
 
@@ -99,7 +99,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     if slip is None:
         return []
     name, message = slip
-    engine_name = _ENGINE_NAMES[engine]
+    engine_name = mined.ENGINE_NAMES[engine]
     said = f"{name}: {message}" if message else name
     at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
     when = (

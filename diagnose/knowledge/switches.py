@@ -28,7 +28,6 @@ version suffix alone (``VLLM_USE_V1``) names none."""
 _PATH = re.compile(r"[^\s/]*/\S*")
 MAX_READ = 1000
 """A message names its component early; an endless line is read no further."""
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
 @cache
@@ -74,12 +73,14 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
     )
     if first is None:
         return []
-    engines = (incident.engine,) if incident.engine in _ENGINE_NAMES else tuple(_ENGINE_NAMES)
+    engines = (
+        (incident.engine,) if incident.engine in mined.ENGINE_NAMES else tuple(mined.ENGINE_NAMES)
+    )
     named = named_switch(first.text, engines, incident.engine_version)  # the name says whose
     if named is None:
         return []
     name, engine = named
-    engine_name = _ENGINE_NAMES[engine]
+    engine_name = mined.ENGINE_NAMES[engine]
     explanation = (
         f"The first error, `{first.text.strip()[:300]}`, names the component the engine "
         f"variable `{name}` switches on (on unless set off, in the releases that have it): the "
