@@ -406,9 +406,15 @@ def test_a_template_whose_holes_hold_most_of_a_line_is_no_reading_of_it() -> Non
     )
     assert engine_source_findings(_view(line, engine=None)) == []
     # a hole holding more than half of the message: vLLM's speculative-decoding
-    # `{method} is not supported yet.` is no reading of transformers' GGUF refusal
+    # `{method} is not supported yet.` is no reading of transformers' GGUF refusal, which
+    # transformers' own template reads
     gguf = "ValueError: GGUF model with architecture gemma3 is not supported yet."
-    assert engine_source_findings(_view(gguf, engine="vllm", version="0.12.0")) == []
+    found = engine_source_findings(_view(gguf, engine="vllm", version="0.12.0"))
+    assert [f.raised_in for f in found] == [
+        "transformers 5.25.0, transformers.modeling_gguf_pytorch_utils (load_gguf_checkpoint)"
+    ]
+    # `model` in its words is no option's: no `--speculative-draft-model-quantization` to change
+    assert found[0].patch is None
 
 
 def test_a_generic_template_matches_only_a_whole_message() -> None:

@@ -92,6 +92,9 @@ _REFUSAL = re.compile(
 )
 _VAGUE_CHOICES = frozenset({"auto", "none", "default", "true", "false", "disable", "enable"})
 """Option values too common as words to say which option a message means."""
+_VAGUE_OPTION_WORDS = frozenset({"model", "draft", "speculative", "max", "min", "num", "size"})
+"""Words of option names too common in messages to say which option one means (``model`` in
+``GGUF model with architecture ...`` is no ``--speculative-draft-model-quantization``)."""
 _REMOVE_FLAG = re.compile(
     r"\b(?:(?:remove|removing|drop|dropping|disable|disabling|unset|omit|omitting)\s+(?:the\s+)?"
     r"|instead\s+of\s+(?:via\s+|using\s+|passing\s+|with\s+)?(?:the\s+)?)"
@@ -1463,7 +1466,8 @@ def _refused_choice(message: str, table: mined.FlagTable, fix: DerivedFix) -> li
     spoken, words = f" {' '.join(tokens)} ", {w for t in tokens for w in t.split("_")}
     refused = []
     for option in table.options:
-        if not option.choices or option.deprecated or not set(option.dest.split("_")) & words:
+        own = set(option.dest.split("_")) - _VAGUE_OPTION_WORDS
+        if not option.choices or option.deprecated or not own & words:
             continue
         for choice in map(str, option.choices):
             key = choice.lower().replace("-", "_")
