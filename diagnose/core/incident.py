@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import TRACEBACK_START, innermost_frame, is_fence, starts_traceback
-from diagnose.engines import benign_lines
+from diagnose.engines import benign_lines, profiles
 
 LAST_LINES = 5
 """Application lines kept from just before the process exited."""
@@ -64,7 +64,7 @@ _BENIGN = re.compile("|".join(benign_lines()))
 _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b|\^[\^~]*\s*$)')
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
-_ENGINE_FILE = re.compile(r'File "[^"\n]*/(?:sglang|vllm)/[^"\n]*\.py"')
+_ENGINE_FILE = re.compile(rf'File "[^"\n]*/(?:{"|".join(p.name for p in profiles())})/[^"\n]*\.py"')
 """A frame in a file of an engine's own package (a release, a source tree or a fork of it)."""
 _FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)

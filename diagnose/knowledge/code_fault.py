@@ -20,7 +20,7 @@ from diagnose.knowledge import mined
 
 SIGNATURE = "engine-code-fault"
 _FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line \d+, in (?P<function>[\w<>.]+)')
-_OWN_FILE = re.compile(r".*/(?P<package>sglang|vllm)/(?P<rest>[\w/]+)\.py$")
+_OWN_FILE = re.compile(rf".*/(?P<package>{'|'.join(mined.ENGINES)})/(?P<rest>[\w/]+)\.py$")
 _EXCEPTION = re.compile(
     r"(?<![\w.])(?:\w+\.)*(?P<name>[A-Z]\w*(?:Error|Exception))(?::\s*(?P<message>.*))?$"
 )
