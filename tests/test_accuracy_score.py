@@ -20,3 +20,15 @@ def test_a_package_change_is_matched_by_project_and_action() -> None:
     finding = {"package": {"name": "flashinfer-python", "spec": "", "action": "install"}}
     assert score.covers_package(finding, {"name": "flashinfer", "action": "install"})
     assert not score.covers_package(finding, {"name": "flashinfer", "action": "upgrade"})
+
+
+def test_the_judges_rendering_says_a_cause_once() -> None:
+    import judge
+
+    cut = "oneCCL cannot start its OFI transport: libfabric found no provider (ret -61, pr"
+    whole = cut + "oviders 0), so the process group fails."
+    assert judge.tool_answer({"findings": []}) is None
+    assert judge._cause(cut + "…", whole) == whole
+    assert judge._cause("Port in use", "Another server holds 8000.") == (
+        "Port in use. Another server holds 8000."
+    )

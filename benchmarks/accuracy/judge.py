@@ -59,7 +59,7 @@ def tool_answer(report: dict[str, Any]) -> dict[str, Any] | None:
     system = list(finding.get("system_actions") or [])
     return {
         "category": finding.get("category"),
-        "cause": f"{finding.get('title', '')}. {finding.get('explanation', '')}".strip(),
+        "cause": _cause(finding.get("title") or "", finding.get("explanation") or ""),
         "fix": {
             "env_set": patch.get("env_set") or {},
             "env_unset": patch.get("env_unset") or [],
@@ -74,6 +74,14 @@ def tool_answer(report: dict[str, Any]) -> dict[str, Any] | None:
         "alternatives": list(finding.get("alternatives") or [])
         + [f"{h['cause']} (check: {h['check']})" for h in finding.get("hypotheses") or []],
     }
+
+
+def _cause(title: str, explanation: str) -> str:
+    """Title and explanation, the title left out where the explanation opens with it (an
+    assistant finding whose title cut its first sentence short)."""
+    if explanation.startswith(title.rstrip(".…")):
+        return explanation.strip()
+    return f"{title}. {explanation}".strip()
 
 
 def render_answer(label: str, answer: dict[str, Any] | None) -> str:
