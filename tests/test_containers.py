@@ -213,6 +213,18 @@ def test_a_command_line_in_the_log_is_the_command(
     assert (launch.program if launch else None) == expected
 
 
+def test_a_package_change_in_a_container_is_said_to_belong_in_the_image(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "ValueError: The checkpoint you are trying to load has model type `gemma3` but "
+        "Transformers does not recognize this architecture.\n"
+    )
+    for kind, said in (("docker", True), ("kubernetes", True), ("systemd", False)):
+        shown = run(["file", str(log), "--deployment", kind])
+        assert shown.returncode == 1, shown.stderr
+        assert ("that install belongs in the image" in " ".join(shown.stdout.split())) is said
+
+
 def test_flags_are_written_from_the_logs_command_when_there_is_no_record() -> None:
     kube = run(["file", str(KV_TOO_SMALL), "--deployment", "kubernetes", "--patch-only"])
     assert kube.returncode == 1, kube.stderr

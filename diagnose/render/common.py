@@ -124,10 +124,20 @@ def patch_lines(patch: Patch, unit: bool = True) -> list[str]:
     return lines
 
 
-def action_lines(finding: Finding) -> list[str]:
-    """What to change outside the unit: a package change and host actions."""
+_IN_AN_IMAGE = (
+    "in a container, that install belongs in the image: build one `FROM` the image the server "
+    "runs with that `RUN pip install ...`, or take an image tag that ships the release; an "
+    "install inside the running container is gone when it restarts"
+)
+
+
+def action_lines(finding: Finding, deployment: str | None = None) -> list[str]:
+    """What to change outside the unit: a package change (in a container's ``deployment``,
+    where it belongs) and host actions."""
     package = package_line(finding)
     lines = [package] if package else []
+    if package and deployment in ("docker", "kubernetes"):
+        lines.append(_IN_AN_IMAGE)
     lines += [f"on the host: {action}" for action in finding.system_actions]
     return lines
 

@@ -280,7 +280,7 @@ def _finding(finding: Finding, diagnosis: Diagnosis) -> str:
 
 def _fix(finding: Finding, diagnosis: Diagnosis) -> str:
     out = ['<section id="fix"><h2>Fix</h2>']
-    actions = action_lines(finding)
+    actions = action_lines(finding, diagnosis.deployment.kind)
     if actions:
         out.append("<ul>" + "".join(f"<li>{_text(a)}</li>" for a in actions) + "</ul>")
     if finding.patch is None:

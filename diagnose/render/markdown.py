@@ -284,7 +284,7 @@ def _finding_section(finding: Finding, diagnosis: Diagnosis, level: str) -> list
 
 def _fix_section(finding: Finding, diagnosis: Diagnosis) -> list[str]:
     out = ["## Fix", ""]
-    actions = action_lines(finding)
+    actions = action_lines(finding, diagnosis.deployment.kind)
     out += [f"- {inline(line)}" for line in actions] + ([""] if actions else [])
     if finding.patch is None:
         if finding.patch_note or not actions:

@@ -229,7 +229,7 @@ def _finding(
             parts += _prose(hypothesis.cause, width, 2, f"{number}. ")
             parts += _prose(hypothesis.check, width, 5, "check: ", style="dim")
     parts += [Text(""), _heading("Fix")]
-    actions = action_lines(finding)
+    actions = action_lines(finding, diagnosis.deployment.kind)
     parts += [line for action in actions for line in _prose(action, width)]
     if finding.patch is None:
         if finding.patch_note or not actions:
