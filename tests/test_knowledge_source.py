@@ -275,12 +275,14 @@ def test_an_option_value_the_engine_refuses_by_name_is_a_launch_argument_of_that
 def test_a_message_asking_to_raise_an_option_by_its_python_name_is_a_launch_argument() -> None:
     """vLLM's encoder-budget check (v1/core/encoder_cache_manager.py) names no rule's words
     and no flag, only the option's Python name and the way to move it."""
-    cause = _cause(
-        '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/encoder_cache_manager.py", '
-        "line 302, in compute_mm_encoder_budget\n"
-        "    raise ValueError(\n"
-        "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
-        "max_num_batched_tokens (2048). Please increase max_num_batched_tokens.\n"
+    # (a known issue of the same message now decides the whole diagnosis: the tier is asked
+    # directly)
+    [cause] = engine_source_findings(
+        _view(
+            "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger "
+            "than max_num_batched_tokens (2048). Please increase max_num_batched_tokens.",
+            engine="vllm",
+        )
     )
     assert (cause.category, cause.tier) == ("launch_args", "engine_source")
     assert cause.patch is not None
