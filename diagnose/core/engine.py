@@ -1346,7 +1346,7 @@ def _without_flags_not_given(
         f"The settings the engine printed as given hold none of {', '.join(absent)}: the "
         "engine chose that value itself, so removing the flag changes nothing."
     )
-    if not (kept.args_add or kept.args_remove or kept.env_set or kept.env_unset or kept.unit_set):
+    if kept.is_empty():
         return finding.model_copy(
             update={
                 "patch": None,

@@ -17,10 +17,12 @@ from diagnose.core.incident import announces_next
 from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
 from diagnose.engines.base import SERVING
 from diagnose.knowledge import mined
+from diagnose.knowledge.package_api import frame_module
 
 SIGNATURE = "engine-code-fault"
-_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line \d+, in (?P<function>[\w<>.]+)')
-_OWN_FILE = re.compile(rf".*/(?P<package>{'|'.join(mined.ENGINES)})/(?P<rest>[\w/]+)\.py$")
+_FRAME = re.compile(
+    r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+, in (?P<function>[\w<>.]+)'
+)
 _EXCEPTION = re.compile(
     r"(?<![\w.])(?:\w+\.)*(?P<name>[A-Z]\w*(?:Error|Exception))(?::\s*(?P<message>.*))?$"
 )
@@ -51,11 +53,11 @@ def _module(frame: str) -> tuple[str, str, str, str] | None:
     files; None for a frame elsewhere."""
     head, _, code = frame.partition("\n")
     found = _FRAME.search(head)
-    own = _OWN_FILE.match(found.group("path")) if found else None
-    if found is None or own is None:
+    module = frame_module(found.group("file")) if found else None
+    engine = module.partition(".")[0] if module else None
+    if found is None or module is None or engine not in mined.ENGINES:
         return None
-    module = f"{own.group('package')}.{own.group('rest').replace('/', '.')}"
-    return own.group("package"), module, found.group("function"), code.strip()
+    return engine, module, found.group("function"), code.strip()
 
 
 def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:

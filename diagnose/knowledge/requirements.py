@@ -385,9 +385,10 @@ def _engine_upgrade(
         if found is None or _admits(found.spec, known):
             admits = found.sentence() if found else f"{name} {version} does not pin transformers"
             wanted = f"{_TRANSFORMERS}>={known.first}"
+            both = f"pip install '{engine}>={version}' '{wanted}'"
             together = (
-                f"pip install '{engine}>={version}' '{wanted}' in the server's environment "
-                "(both at once: alone, the engine's upgrade keeps the older transformers)"
+                f"{both} in the server's environment (both at once: alone, the engine's upgrade "
+                "keeps the older transformers)"
             )
             keeps_older = found is None or _admits_older(found.spec, known)
             note = (
@@ -396,8 +397,7 @@ def _engine_upgrade(
                 f"requirements admit it ({admits})"
                 + (
                     f", together with `{wanted}`: those requirements also admit the installed "
-                    f"transformers, which pip then keeps (`pip install '{engine}>={version}' "
-                    f"'{wanted}'`)."
+                    f"transformers, which pip then keeps (`{both}`)."
                     if keeps_older
                     else "; it installs a matching transformers."
                 )
