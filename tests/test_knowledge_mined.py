@@ -70,6 +70,35 @@ def test_quantization_methods_are_mined_from_each_form_of_the_registry(form):
     assert mine({elsewhere: source})["quantization_methods"] == []
 
 
+ATTENTION_BACKEND_FORMS = {
+    "enum.auto() members (vLLM 0.5 to 0.11)": """
+class _Backend(enum.Enum):
+    FLASH_ATTN = enum.auto()
+    TRITON_ATTN_VLLM_V1 = enum.auto()
+""",
+    "class-path members and a shim of the old name (vLLM 0.12 on)": """
+class _Backend:
+    LEGACY = "kept for old imports"
+class AttentionBackendEnum(Enum, metaclass=_AttentionBackendEnumMeta):
+    \"\"\"The backends.\"\"\"
+    FLASH_ATTN = "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
+    TRITON_ATTN_VLLM_V1 = "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
+    def get_class(self): ...
+""",
+}
+
+
+@pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
+@pytest.mark.parametrize("form", ATTENTION_BACKEND_FORMS)
+def test_attention_backends_are_the_members_of_the_backend_enum(form):
+    """The member names of vLLM's backend enum, in each of its forms; a class of the old name
+    that is no enum lists none."""
+    found = _load_miner().mine_registries(
+        {"vllm.platforms.interface": ATTENTION_BACKEND_FORMS[form]}
+    )
+    assert found["attention_backends"] == ["FLASH_ATTN", "TRITON_ATTN_VLLM_V1"]
+
+
 @pytest.mark.skipif(not MINER.exists(), reason="the miner is not shipped in the sdist")
 def test_a_module_api_build_alone_is_refused_where_another_section_changed(tmp_path, monkeypatch):
     """``build --only module_apis`` keeps the other outputs, so only ``module_apis`` (or a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from diagnose.core.models import Finding
 from diagnose.knowledge import mined
-from diagnose.knowledge.release_facts import accepts
+from diagnose.knowledge.mined import accepts
 from diagnose.knowledge.source_tier import engine_source_findings
 from tests.conftest import primary
 from tests.test_knowledge_source import _cause, _diagnose, _view

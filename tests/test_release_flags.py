@@ -75,6 +75,40 @@ def test_another_engines_flag_is_left_out_with_or_without_a_release() -> None:
     assert alone.patch is None
 
 
+def test_a_value_the_release_names_otherwise_is_written_its_way() -> None:
+    """vLLM 0.10.2 calls the Triton backend ``TRITON_ATTN_VLLM_V1`` and has no
+    ``--attention-backend``: the fix sets its variable with its own spelling."""
+    checked = checked_flags(_adding("--attention-backend", "TRITON_ATTN"), "vllm", "0.10.2")
+    assert checked.patch is not None
+    assert checked.patch.args_add == []
+    assert checked.patch.env_set == {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN_VLLM_V1"}
+    assert "spells `--attention-backend TRITON_ATTN` as `TRITON_ATTN_VLLM_V1`" in (
+        checked.patch_note or ""
+    )
+    assert checked.package is None  # no upgrade: the variable does it
+    current = _adding("--attention-backend", "TRITON_ATTN")
+    assert checked_flags(current, "vllm", "0.34.0") == current
+
+
+def test_a_variable_the_release_dropped_becomes_its_flag() -> None:
+    finding = _adding().model_copy(
+        update={"patch": Patch(env_set={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})}
+    )
+    checked = checked_flags(finding, "vllm", "0.34.0")
+    assert checked.patch is not None
+    assert checked.patch.env_set == {}
+    assert checked.patch.args_add == ["--attention-backend", "FLASHINFER"]
+    assert checked_flags(finding, "vllm", "0.10.2") == finding
+
+
+def test_a_value_no_release_spelling_fits_is_kept_with_the_releases_values() -> None:
+    checked = checked_flags(_adding("--attention-backend", "NO_SUCH_KERNEL"), "vllm", "0.34.0")
+    assert checked.patch is not None
+    assert checked.patch.args_add == ["--attention-backend", "NO_SUCH_KERNEL"]
+    note = checked.patch_note or ""
+    assert "does not take `--attention-backend NO_SUCH_KERNEL`" in note and "`TRITON_ATTN`" in note
+
+
 def _removing(flag: str, evidence_text: str) -> Finding:
     return _adding().model_copy(
         update={
@@ -96,6 +130,22 @@ def test_a_refused_option_newer_releases_have_is_fixed_by_the_upgrade_not_by_dro
     assert fixed.patch is not None and fixed.patch.args_remove == []
     assert fixed.package is not None
     assert (fixed.package.name, fixed.package.spec) == ("vllm", f">={added}")
+
+
+def test_a_keyword_the_shown_release_defines_yet_refuses_is_a_mixed_install() -> None:
+    """vLLM 0.6.3 and the mined releases either side of it all take ``num_scheduler_steps``:
+    an ``EngineArgs`` that refuses it is not 0.6.3's code, so the fix is a clean reinstall,
+    not dropping the option."""
+    refused = (
+        "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'num_scheduler_steps'"
+    )
+    finding = _removing("--num-scheduler-steps", refused)
+    fixed = ReleaseFixChecks()(finding, "vllm", "0.6.3")
+    assert fixed.category == "kernel_build" and fixed.patch is None
+    assert fixed.package == PackageAction(name="vllm", spec="==0.6.3", action="reinstall")
+    assert "not vLLM 0.6.3's" in fixed.explanation
+    gone = ReleaseFixChecks()(finding, "vllm", "0.11.0")  # the release that dropped it
+    assert gone.category == "launch_args" and gone.package is None
 
 
 def test_an_option_the_log_does_not_show_refused_is_dropped_as_the_finding_says() -> None:

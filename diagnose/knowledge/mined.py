@@ -20,7 +20,7 @@ import difflib
 import gzip
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -272,6 +272,7 @@ class Registry(_Data):
     tool_parsers: frozenset[str] = frozenset()
     reasoning_parsers: frozenset[str] = frozenset()
     quantization_methods: frozenset[str] = frozenset()
+    attention_backends: frozenset[str] = frozenset()
 
 
 @cache
@@ -284,6 +285,66 @@ def registries(engine: str) -> dict[str, Registry]:
         version: Registry.model_validate(row)
         for version, row in _json(f"{engine}/registries.json").items()
     }
+
+
+PARSER_REGISTRIES = {
+    "--tool-call-parser": "tool_parsers",
+    "--reasoning-parser": "reasoning_parsers",
+}
+"""The flags whose values name a parser, each the registry that lists them."""
+_REGISTRY_OF_FLAG = {
+    **PARSER_REGISTRIES,
+    "--quantization": "quantization_methods",
+    "--attention-backend": "attention_backends",
+    "VLLM_ATTENTION_BACKEND": "attention_backends",
+}
+"""The registry that lists a flag's (or variable's) values where the launch parser has no
+choices for it (vLLM checks a parser name against a registry, a quantization method against a
+``Literal``, an attention backend against its enum)."""
+
+
+def flag_values(engine: str, version: str, flag: str) -> frozenset[str] | None:
+    """The values ``version``'s ``flag`` (or environment variable) takes: its parser choices,
+    else the names the release registers for it (None when neither says)."""
+    option = flag_table(engine, version).lookup(flag).option if flag.startswith("-") else None
+    if option is not None and option.choices:
+        return frozenset(str(choice) for choice in option.choices)
+    kind = _REGISTRY_OF_FLAG.get(flag)
+    registry = registries(engine).get(version)
+    names: frozenset[str] = getattr(registry, kind) if kind and registry else frozenset()
+    return names or None
+
+
+def accepts(engine: str, version: str, flag: str, value: str) -> bool | None:
+    """Whether ``version``'s ``flag`` takes ``value`` (None when the release does not say)."""
+    values = flag_values(engine, version, flag)
+    return None if values is None else value in values
+
+
+def near_value(value: str, values: Iterable[str]) -> str | None:
+    """The one value of ``values`` that is ``value`` spelled another way: the same name with other
+    separators or case (``deepseek_r1``, ``deepseek-r1``), or with a prefix or suffix word
+    more or less (``triton`` and ``triton_attn``, ``openai_gptoss`` and ``gpt-oss``). A
+    versioned name with a word added (``qwen3_coder`` for ``qwen3``) is a variant, and a
+    family name with another number (``llama3`` for ``llama4``) another format: neither is."""
+    wanted = _squashed_name(value)
+    found = [choice for choice in values if _same_name(wanted, _squashed_name(choice))]
+    return found[0] if len(found) == 1 else None
+
+
+def _squashed_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _same_name(given: str, choice: str) -> bool:
+    if given == choice:
+        return True
+    shorter, longer = sorted((given, choice), key=len)
+    if len(shorter) < 4:
+        return False
+    if longer.startswith(shorter):
+        return not any(c.isdigit() for c in shorter)
+    return longer.endswith(shorter)
 
 
 def first_release_with(engine: str, present: Callable[[str], bool | None]) -> str | None:

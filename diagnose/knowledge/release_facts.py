@@ -31,14 +31,6 @@ _PARSER_FLAGS = {
     "reasoning": "--reasoning-parser",
     "quantization": "--quantization",
 }
-_PARSER_REGISTRIES = {
-    "--tool-call-parser": "tool_parsers",
-    "--reasoning-parser": "reasoning_parsers",
-}
-"""The flags whose values name a parser, each the registry that lists them."""
-_REGISTRY_OF_FLAG = {**_PARSER_REGISTRIES, "--quantization": "quantization_methods"}
-"""The registry that lists a flag's values where the launch parser has no choices for it
-(vLLM checks a parser name against a registry, a quantization method against a ``Literal``)."""
 _ARCHITECTURES = re.compile(
     r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
 )
@@ -63,24 +55,6 @@ def release_fact_findings(incident: IncidentView) -> list[Finding]:
 # -- a value the installed release refuses -------------------------------------------------
 
 
-def accepts(engine: str, version: str, flag: str, value: str) -> bool | None:
-    """Whether ``version``'s ``flag`` takes ``value`` (None when the release does not say)."""
-    values = _values(engine, version, flag)
-    return None if values is None else value in values
-
-
-def _values(engine: str, version: str, flag: str) -> frozenset[str] | None:
-    """The values ``version``'s ``flag`` takes: its parser choices, else the names the
-    release registers for it (None when neither says)."""
-    option = mined.flag_table(engine, version).lookup(flag).option
-    if option is not None and option.choices:
-        return frozenset(str(choice) for choice in option.choices)
-    kind = _REGISTRY_OF_FLAG.get(flag)
-    registry = mined.registries(engine).get(version)
-    names: frozenset[str] = getattr(registry, kind) if kind and registry else frozenset()
-    return names or None
-
-
 def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
     text = candidate.text
     parsed = (
@@ -100,7 +74,7 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
         return None  # another engine's flag or values
     name = mined.ENGINE_NAMES[engine]
     installed = _installed(engine, shown, flag, printed)
-    window = mined.release_window(engine, lambda v: accepts(engine, v, flag, value))
+    window = mined.release_window(engine, lambda v: mined.accepts(engine, v, flag, value))
     newer, until = window if window is not None else (None, None)
     refused = f"The installed {name} refuses `{flag} {value}`: its values are {_listed(printed)}."
     tables = "(read from the releases' own flag and parser tables)"
@@ -130,7 +104,7 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
         ]
         package = PackageAction(name=engine, spec=spec, action="upgrade")
         return _finding(candidate, engine, title, sentences, None, package, category)
-    near = _near_choice(value, printed) or _other_engine_spelling(engine, flag, value, printed)
+    near = mined.near_value(value, printed) or _other_engine_spelling(engine, flag, value, printed)
     if near is None:
         return None
     title = f"`{flag} {value}` is not a value {name} knows; `{near}` is"
@@ -150,7 +124,7 @@ def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:
     versions = mined.versions(engine)
     if not printed or mined.flag_table(engine, versions[-1]).lookup(flag).option is None:
         return False
-    known = sum(any(accepts(engine, v, flag, value) for v in versions) for value in printed)
+    known = sum(any(mined.accepts(engine, v, flag, value) for v in versions) for value in printed)
     return known >= 0.8 * len(printed)
 
 
@@ -160,34 +134,8 @@ def _installed(engine: str, shown: str | None, flag: str, printed: Sequence[str]
     if shown is not None:
         return shown
     wanted = frozenset(printed)
-    matching = [v for v in mined.versions(engine) if _values(engine, v, flag) == wanted]
+    matching = [v for v in mined.versions(engine) if mined.flag_values(engine, v, flag) == wanted]
     return matching[-1] if matching else None
-
-
-def _near_choice(value: str, printed: Sequence[str]) -> str | None:
-    """The one printed value that is ``value`` spelled another way: the same name with other
-    separators or case (``deepseek_r1``, ``deepseek-r1``), or with a prefix or suffix word
-    more or less (``triton`` and ``triton_attn``, ``openai_gptoss`` and ``gpt-oss``). A
-    versioned name with a word added (``qwen3_coder`` for ``qwen3``) is a variant, and a
-    family name with another number (``llama3`` for ``llama4``) another format: neither is."""
-    wanted = _squashed(value)
-    found = [choice for choice in printed if _same_name(wanted, _squashed(choice))]
-    return found[0] if len(found) == 1 else None
-
-
-def _squashed(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _same_name(given: str, choice: str) -> bool:
-    if given == choice:
-        return True
-    shorter, longer = sorted((given, choice), key=len)
-    if len(shorter) < 4:
-        return False
-    if longer.startswith(shorter):
-        return not any(c.isdigit() for c in shorter)
-    return longer.endswith(shorter)
 
 
 def _other_engine_spelling(
@@ -196,7 +144,7 @@ def _other_engine_spelling(
     """The other engine names this format ``<value>_<format>`` (``llama4_pythonic``) and the
     format alone is a printed value (``pythonic``): that value. Parser names only: a
     quantization method with a suffix (``quark_mxfp4``) is another method, not a spelling."""
-    kind = _PARSER_REGISTRIES.get(flag)
+    kind = mined.PARSER_REGISTRIES.get(flag)
     if kind is None:
         return None
     found = set()

@@ -16,22 +16,44 @@ from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import defined_by_some_release
 
+_FLAG_AND_VARIABLE = {"vllm": {"--attention-backend": "VLLM_ATTENTION_BACKEND"}}
+"""A flag and the environment variable that set the same thing: the variable came first and
+was dropped after the flag came, so a release has one, the other, or both."""
+
 
 def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Finding:
-    """``finding`` with its added flags as the release ``shown`` of ``engine`` spells them; with
-    no release shown, without the flags no release of ``engine`` has (another engine's)."""
+    """``finding`` with its added flags and variables as the release ``shown`` of ``engine``
+    spells them, values included; with no release shown, without the flags no release of
+    ``engine`` has (another engine's)."""
     patch = finding.patch
-    if patch is None or not patch.args_add or engine not in mined.ENGINES:
+    if patch is None or not (patch.args_add or patch.env_set) or engine not in mined.ENGINES:
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
     in_log = flags_named_in(e.message or e.text for e in finding.evidence)
-    words, notes, upgrade_to = [], [], None
+    notes: list[str] = []
+    upgrade_to = None
+    words, variables = _checked_variables(engine, release, name, dict(patch.env_set), notes)
+    equivalents = _FLAG_AND_VARIABLE.get(engine, {})
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
         if known in in_log:  # the running engine's own output names it: it has it
             words += [flag, *values]
+            continue
+        if release is not None and len(values) == 1:
+            values = [_release_value(engine, release, known, values[0], name, notes)]
+        variable = equivalents.get(known)
+        if (
+            variable is not None
+            and release is not None
+            and table is not None
+            and len(values) == 1
+            and table.lookup(known).outcome != "exact"
+            and _has_variable(engine, variable, release)
+        ):
+            variables[variable] = values[0]
+            notes.append(f"{name} has no `{known}`: the variable {variable} sets the same.")
             continue
         if known.startswith("--") and not defined_by_some_release(engine, known):
             notes.append(
@@ -67,7 +89,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
                     upgrade_to = added
     if not notes:
         return finding
-    changed = patch.model_copy(update={"args_add": words})
+    changed = patch.model_copy(update={"args_add": words, "env_set": variables})
     update: dict[str, object] = {
         "patch": changed if changed.model_dump(exclude_defaults=True) else None,
         "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
@@ -75,6 +97,52 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if upgrade_to is not None and finding.package is None:
         update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
     return finding.model_copy(update=update)
+
+
+def _checked_variables(
+    engine: str, release: str | None, name: str, variables: dict[str, str], notes: list[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The variables as ``release`` spells their values, and the flags that stand for those
+    it no longer has."""
+    if release is None:
+        return [], variables
+    words: list[str] = []
+    table = mined.flag_table(engine, release)
+    for flag, variable in _FLAG_AND_VARIABLE.get(engine, {}).items():
+        if (
+            variable in variables
+            and not _has_variable(engine, variable, release)
+            and table.lookup(flag).outcome == "exact"
+        ):
+            words += [flag, variables.pop(variable)]
+            notes.append(f"{name} has no {variable}: `{flag}` sets the same.")
+    for variable, value in variables.items():
+        variables[variable] = _release_value(engine, release, variable, value, name, notes)
+    for flag, values in flag_settings(words):
+        words[words.index(flag) + 1] = _release_value(engine, release, flag, values[0], name, notes)
+    return words, variables
+
+
+def _has_variable(engine: str, variable: str, release: str) -> bool:
+    found = mined.env_vars(engine).get(variable)
+    return found is not None and release in found.versions
+
+
+def _release_value(
+    engine: str, release: str, flag: str, value: str, name: str, notes: list[str]
+) -> str:
+    """``value`` of ``flag`` (or of a variable) as ``release`` spells it; a note where it
+    renames it or does not take it."""
+    values = mined.flag_values(engine, release, flag)
+    if values is None or value in values:
+        return value
+    spelled = mined.near_value(value, values)
+    if spelled is not None:
+        notes.append(f"{name} spells `{flag} {value}` as `{spelled}`.")
+        return spelled
+    listed = ", ".join(f"`{v}`" for v in sorted(values))
+    notes.append(f"{name} does not take `{flag} {value}`; its values are {listed}.")
+    return value
 
 
 def _in_every_mined_release(engine: str, refused: list[str], shown: str | None) -> dict[str, str]:
@@ -104,6 +172,10 @@ def newer_flags(
     if program is None and (patch is None or not patch.args_remove):
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
+    said = " ".join(e.message or e.text for e in finding.evidence)
+    keywords = [flag for flag in refused if _keyword_refused(flag) in said]
+    if shown is not None and program is None and _every_release_around(engine, shown, keywords):
+        return _not_that_release(finding, engine, shown, keywords)
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
     if not added and program is not None:  # the evidence shows the release refusing them
         added = _in_every_mined_release(engine, refused, shown)
@@ -136,6 +208,60 @@ def newer_flags(
             "patch": kept,
             "package": PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade"),
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
+        }
+    )
+
+
+def _keyword_refused(flag: str) -> str:
+    """How the engine's argument class refuses ``flag`` as a keyword."""
+    return f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
+
+
+def _every_release_around(engine: str, shown: str, refused: list[str]) -> bool:
+    """Whether the mined releases either side of ``shown`` (or it itself) all define the
+    flags the argument class ``refused``."""
+    known = mined.versions(engine)
+    below = [v for v in known if at_least(shown, v)]
+    above = [v for v in known if not at_least(shown, v)]
+    around = below[-1:] + above[:1]
+    return (
+        bool(refused)
+        and len(around) == 2
+        and all(
+            mined.flag_table(engine, version).lookup(flag).outcome == "exact"
+            for version in around
+            for flag in refused
+        )
+    )
+
+
+def _not_that_release(finding: Finding, engine: str, shown: str, refused: list[str]) -> Finding:
+    """The installed engine says it is ``shown``, yet its argument class refuses options that
+    release defines: its files are not one release's (two installs mixed, a partial upgrade,
+    another copy earlier on the path)."""
+    name = mined.ENGINE_NAMES[engine]
+    options = ", ".join(f"`{flag}`" for flag in refused)
+    explanation = (
+        f"The argument class of the installed {name} refused {options}, yet {name} {shown} "
+        "defines it, and so do the releases either side of it: the code that refused it is "
+        f"not {name} {shown}'s. The environment holds files of two installs (a conda and a "
+        "pip copy, a partial upgrade, a source checkout or another site-packages earlier on "
+        "the path). The option itself needs no change."
+    )
+    note = (
+        f"Reinstall {name} {shown} cleanly (`pip uninstall -y {engine}` until none is left, "
+        "then install it, best in a fresh environment) and check which copy runs: "
+        f"`python -c 'import {engine}; print({engine}.__file__, {engine}.__version__)'`."
+    )
+    return finding.model_copy(
+        update={
+            "category": "kernel_build",
+            "title": f"The installed {name} is not a whole {shown}: it refuses {options}",
+            "explanation": explanation,
+            "patch": None,
+            "alternatives": [],
+            "package": PackageAction(name=engine, spec=f"=={shown}", action="reinstall"),
+            "patch_note": note,
         }
     )
 

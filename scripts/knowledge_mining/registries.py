@@ -5,7 +5,9 @@ methods it knows.
 The launch parser cannot list these (vLLM checks a parser name against a registry filled on
 import, and a quantization method against a ``Literal``), yet they decide the commonest "needs a
 newer release" incidents: a model whose architecture the installed release does not have, a
-parser name from a newer model card, a checkpoint quantized with a newer method.
+parser name from a newer model card, a checkpoint quantized with a newer method. vLLM's attention
+backends are an enum too (``--attention-backend`` and ``VLLM_ATTENTION_BACKEND`` take its member
+names), renamed across releases (``TRITON_ATTN_VLLM_V1`` became ``TRITON_ATTN``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ _LAZY_TABLES = {
     "_REASONING_PARSERS_TO_REGISTER": "reasoning_parsers",
 }
 
+_ATTENTION_BACKEND_ENUMS = ("_Backend", "AttentionBackendEnum")
+"""vLLM's enum of attention backends: ``_Backend`` (``platforms/interface.py``, then
+``attention/backends/registry.py``), ``AttentionBackendEnum`` from 0.12."""
+
 _QUANTIZATION_PACKAGES = {
     "vllm.model_executor.layers.quantization",
     "sglang.srt.layers.quantization",  # not sglang.multimodal_gen's, the diffusion runtime's
@@ -26,13 +32,14 @@ _QUANTIZATION_PACKAGES = {
 
 
 def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
-    """``architectures``, ``tool_parsers``, ``reasoning_parsers`` and ``quantization_methods``
-    of one release, sorted."""
+    """``architectures``, ``tool_parsers``, ``reasoning_parsers``, ``quantization_methods`` and
+    ``attention_backends`` of one release, sorted."""
     found: dict[str, set[str]] = {
         "architectures": set(),
         "tool_parsers": set(),
         "reasoning_parsers": set(),
         "quantization_methods": set(),
+        "attention_backends": set(),
     }
     for module, source in sources.items():
         try:
@@ -47,6 +54,7 @@ def mine_registries(sources: dict[str, str]) -> dict[str, list[str]]:
             found["quantization_methods"] |= set(_quantization_methods(tree))
         for kind, name in _registered_parsers(tree):
             found[kind].add(name)
+        found["attention_backends"] |= set(_enum_members(tree, _ATTENTION_BACKEND_ENUMS))
     return {kind: sorted(names) for kind, names in found.items()}
 
 
@@ -139,6 +147,25 @@ def _method_names(node: ast.expr, pending: list[str]) -> Iterator[str]:
         pending.append(node.id)
     else:
         yield from _strings(node)
+
+
+def _enum_members(tree: ast.Module, names: tuple[str, ...]) -> Iterator[str]:
+    """The members of a module-level ``Enum`` subclass named one of ``names`` (a class of that
+    name that is no enum, such as a shim for an old import path, has none)."""
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or node.name not in names:
+            continue
+        bases = {
+            base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+            for base in node.bases
+        }
+        if "Enum" not in bases:
+            continue
+        for statement in node.body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    yield target.id
 
 
 def _entry_classes(tree: ast.Module) -> Iterator[str]:
