@@ -322,6 +322,23 @@ def test_a_name_every_library_release_has_is_no_release_mismatch_but_a_broken_im
     assert shown is not None and shown.signature == "import-of-a-name-every-release-has"
 
 
+def test_an_engine_name_every_release_has_found_missing_in_a_source_tree_is_that_tree() -> None:
+    """Every vLLM release mined has ``PoolingParams``: an import that misses it in
+    ``/workspace/vllm`` read a source tree the working directory put first, not the installed
+    package; with no path and no release shown, the release reading stands."""
+    shadowed = "ImportError: cannot import name 'PoolingParams' from 'vllm' (/workspace/vllm/__init__.py)\n"
+    cause = primary(_diagnosed(shadowed))
+    assert cause is not None and cause.signature == "import-of-a-name-every-release-has"
+    assert cause.category == "kernel_build" and cause.package is None
+    assert "`/workspace`, a source tree" in cause.explanation
+    assert cause.system_actions == ["cd / before starting the server (out of /workspace)"]
+    installed = shadowed.replace("/workspace/", "/usr/lib/python3/dist-packages/")
+    shown = primary(_diagnosed(installed, ("vllm", "0.10.2")))
+    assert shown is not None and _change(shown) == ("vllm", "==0.10.2", "reinstall")
+    bare = primary(_diagnosed(installed))
+    assert bare is not None and bare.signature != "import-of-a-name-every-release-has"
+
+
 def test_a_name_every_mined_release_has_says_nothing_where_older_releases_were_not_mined() -> None:
     """FlashInfer's mined releases begin at 0.2.0.post1 and no engine release bounds it from
     below: an older FlashInfer may lack the name, so the mismatch reading stands."""

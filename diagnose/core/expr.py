@@ -373,6 +373,7 @@ DISTRIBUTIONS = {
     "causal_conv1d_cuda": "causal-conv1d",
     "cv2": "opencv-python-headless",
     "Crypto": "pycryptodome",
+    "cutlass": "nvidia-cutlass-dsl",
     "dateutil": "python-dateutil",
     "deep_gemm": "deep-gemm",
     "dotenv": "python-dotenv",

@@ -129,9 +129,84 @@ def cut_import(text: str, engine_version: str | None) -> CutImport | None:
 def engine_api_fix(finding: Finding, engine_version: str | None) -> Finding:
     """``finding`` with its change of the engine's package made exact by the releases that
     have what the failed import asked for; unchanged when its evidence names no engine module,
-    or the mined releases cannot tell (all of them have it, none has it, or the installed
-    release is one that has it)."""
-    return _api_fix(finding, engine_version, None)
+    or the mined releases cannot tell (none has it, or the installed release is one that has
+    it). A name every release has, asked of a tree that is no installed release or of a release
+    shown, is the engine's own files not being one release's (``_engine_not_installed``)."""
+    fixed = _api_fix(finding, engine_version, None)
+    if fixed is not finding or finding.package is None:
+        return fixed
+    return _engine_not_installed(finding, finding.package.name, engine_version) or finding
+
+
+_IMPORTED_FROM = re.compile(r"\((?P<init>/[^()\s]*?/(?P<package>[A-Za-z_]\w*)/__init__\.py)\)")
+"""Where an ``ImportError`` says the module it searched was (``from 'vllm'
+(/workspace/vllm/__init__.py)``)."""
+
+
+def _engine_not_installed(
+    finding: Finding, engine: str, engine_version: str | None
+) -> Finding | None:
+    """A name of the engine every mined release binds, that the import did not find in a tree
+    outside site-packages (the message's path: a source checkout the working directory or
+    PYTHONPATH puts first) or in the release the log shows: the imported ``engine`` is not an
+    installed release, whole. None otherwise."""
+    failed = next((f for f in _missing_in(finding, engine) if f.name is not None), None)
+    if failed is None:
+        return None
+    span = mined.api_span(engine, failed.module, failed.name)
+    if span is None or span.first != span.releases[0] or span.dropped or span.unlisted:
+        return None
+    said = " ".join(e.message or e.text for e in finding.evidence)
+    tree = next(
+        (
+            found.group("init").rsplit("/", 2)[0]
+            for found in _IMPORTED_FROM.finditer(said)
+            if found.group("package") == engine and "-packages/" not in found.group("init")
+        ),
+        None,
+    )
+    shown = engine_version is not None and at_least(engine_version, span.releases[0])
+    if tree is None and not shown:
+        return None
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    where = (
+        f"Python found `{engine}` in `{tree}`, a source tree, not the installed package: the "
+        "working directory (or PYTHONPATH) puts it first, and a tree that was never built or "
+        "is of another release lacks what the installed one has. Start the server from "
+        f"another directory (or take `{tree}` out of PYTHONPATH), or install that tree "
+        "(`pip install -e`) if it is the one meant to run."
+        if tree is not None
+        else f"The {name} imported is not {name} {engine_version} whole: files of two installs "
+        f"mixed, an install cut short, or a folder or file named `{engine}` in the working "
+        "directory that Python imports first. Reinstall it, and start the server from a "
+        "directory without such a folder."
+    )
+    return finding.model_copy(
+        update={
+            "signature": "import-of-a-name-every-release-has",
+            "category": "kernel_build",
+            "tier": "engine_source",
+            "title": f"{failed.words()} failed to import, yet every {name} release has it",
+            "explanation": (
+                f"The import of {failed.words()} failed, and every {name} release mined "
+                f"({span.releases[0]} to {span.releases[-1]}) has it: no release change brings "
+                f"it. {where}"
+            ),
+            "package": None
+            if tree is not None
+            else PackageAction(name=engine, spec=f"=={engine_version}", action="reinstall"),
+            "patch": None,
+            "patch_note": None,
+            "system_actions": [f"cd / before starting the server (out of {tree})"]
+            if tree is not None
+            else [],
+            "alternatives": [],
+            "next_checks": [
+                f"`python -c 'import {engine}; print({engine}.__file__)'` from the directory the "
+                "server starts in: it should be under site-packages."
+            ],
+        }
+    )
 
 
 def library_api_fix(finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
