@@ -39,6 +39,7 @@ from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
+from diagnose.knowledge.platform_plugins import plugin_code_mismatch
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
@@ -292,10 +293,12 @@ def engine_source_findings(
             return [_finding(hit, judgement, context, candidate, last_raised)]
         mismatch = None
         misfit = _OWN_CODE_MISMATCH.search(candidate.text)
-        if misfit is not None:  # whose class or module it is: the engine's, else a library's
-            mismatch = _own_code_mismatch(
-                misfit, candidate, engines, incident.engine_version
-            ) or _library_code_mismatch(misfit, candidate, incident.engine)
+        if misfit is not None:  # whose class or module it is: a plugin's, the engine's, a library's
+            mismatch = (
+                _plugin_mismatch(misfit, candidate, engines, incident.engine_version)
+                or _own_code_mismatch(misfit, candidate, engines, incident.engine_version)
+                or _library_code_mismatch(misfit, candidate, incident.engine)
+            )
         mismatch = mismatch or _engine_function_called_otherwise(candidate, engines)
         mismatch = mismatch or _import_cut_short(candidate, incident.engine_version)
         if mismatch is not None:
@@ -326,6 +329,25 @@ _PUBLIC_API = frozenset(
 )  # fmt: skip
 """Classes the engines offer to other programs: a call of one that does not fit comes from a
 program written for another release (which way is not known), not from the engine itself."""
+
+
+def _plugin_mismatch(
+    found: re.Match[str], candidate: Candidate, engines: Sequence[str], shown: str | None
+) -> Finding | None:
+    """A call or attribute of a platform plugin's class (``found``, a match of
+    ``_OWN_CODE_MISMATCH``) that does not fit: the plugin and the engine are out of step."""
+    owner = found.group("owner") or found.group("object")
+    if owner is None:
+        return None
+    if found.group("owner"):
+        call, how = f"{owner}.{found.group('member')}()", found.group("how")
+    else:
+        call, how = f"A `{owner}` object", f"has no attribute '{found.group('attribute')}'"
+    for engine in engines:
+        mismatch = plugin_code_mismatch(owner, call, how, candidate, engine, shown)
+        if mismatch is not None:
+            return mismatch
+    return None
 
 
 def _own_code_mismatch(
