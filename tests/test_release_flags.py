@@ -94,7 +94,7 @@ def test_a_variable_the_release_dropped_becomes_its_flag() -> None:
     finding = _adding().model_copy(
         update={"patch": Patch(env_set={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})}
     )
-    checked = checked_flags(finding, "vllm", "0.34.0")
+    checked = ReleaseFixChecks()(finding, "vllm", "0.34.0")  # as the engine runs it
     assert checked.patch is not None
     assert checked.patch.env_set == {}
     assert checked.patch.args_add == ["--attention-backend", "FLASHINFER"]

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from diagnose.core.models import Finding
+from diagnose.core.models import Finding, Patch
 from diagnose.knowledge.location import builtin_anchors, defined_by_some_release
 
 if TYPE_CHECKING:
@@ -80,9 +80,9 @@ class MessageWordsTier:
 
 
 class ReleaseFixChecks:
-    """A finding's fix read against the release in the log: its added flags as that release
-    spells them, and none that no release of the engine has (imported only for a finding that
-    adds flags),
+    """A finding's fix read against the release in the log: its added flags and variables as
+    that release spells them (values too), and no flag that no release of the engine has
+    (imported only for a finding that adds flags or sets variables),
     then its package change made exact: a transformers upgrade for a model type the log names
     by the first transformers release that knows it (and the running release's cap on it), a
     transformers downgrade for a model the engine registers itself to below that release, a
@@ -94,7 +94,7 @@ class ReleaseFixChecks:
     needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
-        if finding.patch is not None and _to_check(finding.patch.args_add, engine, engine_version):
+        if finding.patch is not None and _to_check(finding.patch, engine, engine_version):
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
@@ -130,12 +130,12 @@ _ENGINE_PACKAGES = ("sglang", "vllm")
 names each release ships."""
 
 
-def _to_check(words: list[str], engine: str | None, engine_version: str | None) -> bool:
-    """Added flags to read against the release in the log, or (none shown) one that no release
-    of the engine defines: the release tables are loaded only then."""
-    if not words or engine is None:
+def _to_check(patch: Patch, engine: str | None, engine_version: str | None) -> bool:
+    """Added flags or variables to read against the release in the log, or (none shown) a flag
+    that no release of the engine defines: the release tables are loaded only then."""
+    if engine is None or not (patch.args_add or patch.env_set):
         return False
-    flags = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+    flags = [w.split("=", 1)[0] for w in patch.args_add if w.startswith("--")]
     return engine_version is not None or any(
         not defined_by_some_release(engine, flag) for flag in flags
     )
