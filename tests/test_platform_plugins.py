@@ -50,6 +50,13 @@ def test_a_required_argument_the_engine_does_not_pass_is_a_plugin_newer_than_the
     assert "older than the vllm-ascend release installed" in cause.explanation
 
 
+def test_an_attribute_the_plugins_class_lacks_upgrades_the_plugin() -> None:
+    cause = _cause("AttributeError: 'HpuPlatform' object has no attribute 'get_punica_wrapper'\n")
+    assert cause.signature == "vllm-platform-plugin-mismatch"
+    assert cause.package is not None and cause.package.name == "vllm-gaudi"
+    assert cause.explanation.startswith("A `HpuPlatform` object has no attribute")
+
+
 def test_a_class_no_plugin_registers_is_left_to_the_other_readings() -> None:
     log = "TypeError: FooPlatform.bar() takes 2 positional arguments but 3 were given\n"
     cause = primary(_diagnosed(log))

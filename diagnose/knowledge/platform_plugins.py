@@ -73,7 +73,8 @@ def _plugin_of(
 def plugin_code_mismatch(
     owner: str, call: str, how: str, candidate: Candidate, engine: str, shown: str | None
 ) -> Finding | None:
-    """``call`` of a platform plugin's class ``owner`` refused as ``how`` says (``takes 11
+    """``call`` (as the report writes it) of a platform plugin's class ``owner`` refused as
+    ``how`` says (``takes 11
     positional arguments but 12 were given``, ``got an unexpected keyword argument 'x'``,
     ``missing 1 required positional argument: 'x'``, or an attribute it lacks): the plugin
     and the engine are out of step. Which side is older follows from the refusal: more
@@ -105,7 +106,7 @@ def plugin_code_mismatch(
             f"installed {plugin.package} was made for."
         )
     explanation = (
-        f"`{call}` {how}. `{owner}` is the platform class of the {plugin.package} plugin "
+        f"{call} {how}. `{owner}` is the platform class of the {plugin.package} plugin "
         f"(`{plugin.module}`), which {name} calls through its platform interface; a plugin "
         f"release is made for one {name} release, and here the two do not fit: {older}. {way}"
     )

@@ -340,7 +340,7 @@ def _plugin_mismatch(
     if owner is None:
         return None
     if found.group("owner"):
-        call, how = f"{owner}.{found.group('member')}()", found.group("how")
+        call, how = f"`{owner}.{found.group('member')}()`", found.group("how")
     else:
         call, how = f"A `{owner}` object", f"has no attribute '{found.group('attribute')}'"
     for engine in engines:
