@@ -74,13 +74,12 @@ def plugin_code_mismatch(
     owner: str, call: str, how: str, candidate: Candidate, engine: str, shown: str | None
 ) -> Finding | None:
     """``call`` (as the report writes it) of a platform plugin's class ``owner`` refused as
-    ``how`` says (``takes 11
-    positional arguments but 12 were given``, ``got an unexpected keyword argument 'x'``,
-    ``missing 1 required positional argument: 'x'``, or an attribute it lacks): the plugin
-    and the engine are out of step. Which side is older follows from the refusal: more
-    arguments than the class takes, or a keyword or attribute it lacks, is an engine newer
-    than the plugin; a required argument the engine does not pass is a plugin newer than the
-    engine. None when no listed plugin registers ``owner``."""
+    ``how`` says (``takes 11 positional arguments but 12 were given``, ``got an unexpected
+    keyword argument 'x'``, ``missing 1 required positional argument: 'x'``, or an attribute
+    it lacks): the plugin and the engine are out of step. Which side is older follows from
+    the refusal: more arguments than the class takes, or a keyword or attribute it lacks, is
+    an engine newer than the plugin; a required argument the engine does not pass is a plugin
+    newer than the engine. None when no listed plugin registers ``owner``."""
     plugin = _plugin_of(owner, candidate, engine, shown)
     if plugin is None:
         return None
