@@ -310,7 +310,7 @@ def test_source_code_under_vllms_error_prefix_is_not_the_first_error() -> None:
 
 def test_a_wrapper_that_announces_the_next_line_is_not_the_first_error() -> None:
     """torch.compile's `BackendCompilerFailed: backend='inductor' raised:` ends with a colon:
-    the error it wraps is the next line, whose words are read."""
+    the error it wraps is the next line, the one read (a known issue knows this one)."""
     cause = primary(
         run_text(
             "ERROR 07-01 10:00:10 [core.py:515] torch._dynamo.exc.BackendCompilerFailed: "
@@ -319,9 +319,9 @@ def test_a_wrapper_that_announces_the_next_line_is_not_the_first_error() -> None
             "installation. Either the package is not installed or it is too old.\n"
         )
     )
-    assert cause is not None and cause.signature == "message-words"
+    assert cause is not None and cause.signature == "pytorch-inductor-triton-missing"
     assert cause.category == "kernel_build"
-    assert "Cannot find a working triton installation" in cause.explanation
+    assert [e.line for e in cause.evidence] == [2]
 
 
 def test_a_requested_stop_is_no_failure() -> None:
