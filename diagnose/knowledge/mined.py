@@ -4,7 +4,7 @@ Files under ``knowledge/mined/``: per engine, the launch-flag table of each rele
 (``<engine>/flags/<version>.json``), the flags added and removed between releases
 (``flag_changes.json``), environment variables (``env_vars.json``), the names each release
 registers (``registries.json``: model architectures, tool-call and reasoning parsers,
-quantization methods), the modules each release ships and the names they bind
+quantization methods, attention backends), the modules each release ships and the names they bind
 (``module_api.jsonl.gz``), the versions of the packages each release requires
 (``requires.json``) and message templates (``templates.jsonl.gz``); ``libraries/`` and
 ``native/`` hold the messages and result codes of the libraries under the engines, and
