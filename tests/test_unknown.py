@@ -324,6 +324,23 @@ def test_a_wrapper_that_announces_the_next_line_is_not_the_first_error() -> None
     assert [e.line for e in cause.evidence] == [2]
 
 
+def test_a_traceback_cut_after_its_position_markers_ends_at_its_code_line() -> None:
+    """A log cut inside a traceback ends with Python's `^^^^` under the last code line: the
+    code line is what it stopped at, and the markers are no error of their own."""
+    prefix = "ERROR 10-15 09:00:49 [multiproc_executor.py:628] "
+    cause = primary(
+        run_text(
+            f'{prefix}  File "/opt/vllm/vllm/distributed/device_communicators/symm_mem.py", '
+            "line 94, in __init__\n"
+            f"{prefix}    handle = torch_symm_mem.rendezvous(self.buffer, self.group.group_name)\n"
+            f"{prefix}             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        )
+    )
+    assert cause is not None
+    assert "^^^^" not in cause.explanation
+    assert "torch_symm_mem.rendezvous" in cause.explanation
+
+
 def test_a_requested_stop_is_no_failure() -> None:
     diagnosis = run_text(
         "Mar 12 09:00:00.000000 gpu-node-07 systemd[1]: Started x.service - X.\n"

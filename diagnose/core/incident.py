@@ -16,7 +16,13 @@ from datetime import datetime
 from typing import NamedTuple
 
 from diagnose.core.records import Event, Record
-from diagnose.core.tracebacks import TRACEBACK_START, innermost_frame, is_fence, starts_traceback
+from diagnose.core.tracebacks import (
+    TRACEBACK_START,
+    innermost_frame,
+    is_fence,
+    marks_position,
+    starts_traceback,
+)
 from diagnose.engines import benign_lines, profiles
 
 LAST_LINES = 5
@@ -144,14 +150,15 @@ def announces_next(text: str) -> bool:
 
 
 def exception_line(event: Event) -> Record | None:
-    """The exception line of a traceback event (its last line with text), if it is one; a
-    frame line alone, with no header and nothing after it, is none."""
+    """The exception line of a traceback event (its last line with text, not a fence or the
+    position markers under a code line), if it is one; a frame line alone, with no header and
+    nothing after it, is none."""
     if not starts_traceback(event.first.text) or (
         len(event.records) == 1 and TRACEBACK_START not in event.first.text
     ):
         return None
     for record in reversed(event.records):
-        if record.text.strip() and not is_fence(record.text):
+        if record.text.strip() and not is_fence(record.text) and not marks_position(record.text):
             return record
     return None
 

@@ -83,6 +83,15 @@ def is_fence(text: str) -> bool:
     return _FENCE.match(text) is not None
 
 
+_POSITION_MARKERS = re.compile(r"\s*[\^~]+\s*$")
+
+
+def marks_position(text: str) -> bool:
+    """Whether a line is Python's markers under a traceback's code (``^^^^`` and ``~~~^^``):
+    they point at the code above, and say nothing of their own."""
+    return _POSITION_MARKERS.match(text) is not None
+
+
 def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str | None:
     """A traceback's innermost frame line, with the code line under it when the traceback
     shows one (one per line): where the exception was raised, or, in a traceback cut short
