@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from diagnose.core.incident import announces_next
 from diagnose.core.models import Evidence, Finding
 
 
@@ -37,6 +38,11 @@ class IncidentView:
     engine: str | None
     engine_version: str | None
     unit: str | None
+
+    def readable(self) -> list[Candidate]:
+        """The candidates that say something themselves, earliest first: not a wrapper that
+        announces its error on the next line (``backend='inductor' raised:``)."""
+        return [c for c in self.candidates if not announces_next(c.text)]
 
 
 class Explainer(Protocol):

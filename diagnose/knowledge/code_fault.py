@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.incident import announces_next
 from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
 from diagnose.engines.base import SERVING
 from diagnose.knowledge import mined
@@ -89,7 +88,7 @@ def _category(module: str) -> str:
 def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     """The first error read as a slip of the engine's own code, where it was raised in (or
     through) a frame of the engine's package by a line that is no ``raise``."""
-    first = next((c for c in incident.candidates if not announces_next(c.text)), None)
+    first = next(iter(incident.readable()), None)
     if first is None:
         return []
     frame = first.engine_frame or first.frame

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.expr import nearest_choice
-from diagnose.core.incident import announces_next, clipped
+from diagnose.core.incident import clipped
 from diagnose.core.models import (
     Confidence,
     Finding,
@@ -700,7 +700,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     rules read on the message itself, or on a line just below it that gives its reason): a
     lead, with no fix."""
     knowledge = builtin_knowledge()
-    readable = [c for c in incident.candidates if not announces_next(c.text)]
+    readable = incident.readable()
     if not readable or _wraps_or_follows(readable[0], knowledge):
         return []
     first = readable[0]

@@ -13,7 +13,6 @@ import re
 from functools import cache
 
 from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.incident import announces_next
 from diagnose.core.models import Confidence, Finding, Patch, Role, Severity
 from diagnose.core.optionlink import words_of
 from diagnose.knowledge import mined
@@ -68,9 +67,7 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
     """The first error read as the component an engine switch turns on, when its words name
     exactly one (of either engine's switches when the log does not say which engine ran:
     the variable's name does); its fix is the test: start with the switch off."""
-    first: Candidate | None = next(
-        (c for c in incident.candidates if not announces_next(c.text)), None
-    )
+    first: Candidate | None = next(iter(incident.readable()), None)
     if first is None:
         return []
     engines = (
