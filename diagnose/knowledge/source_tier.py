@@ -39,7 +39,7 @@ from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
-from diagnose.knowledge.platform_plugins import plugin_code_mismatch
+from diagnose.knowledge.platform_plugins import plugin_of
 from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
 
 RULES_NAME = "engine-source-rules.yaml"
@@ -331,23 +331,77 @@ _PUBLIC_API = frozenset(
 program written for another release (which way is not known), not from the engine itself."""
 
 
+_GIVEN = re.compile(
+    r"takes (?:from )?(?P<takes>\d+) (?:to \d+ )?positional arguments? but (?P<given>\d+)"
+)
+
+
 def _plugin_mismatch(
     found: re.Match[str], candidate: Candidate, engines: Sequence[str], shown: str | None
 ) -> Finding | None:
     """A call or attribute of a platform plugin's class (``found``, a match of
-    ``_OWN_CODE_MISMATCH``) that does not fit: the plugin and the engine are out of step."""
+    ``_OWN_CODE_MISMATCH``) that does not fit: the plugin and the engine are out of step.
+    Which side is older follows from the refusal: more arguments than the class takes, or a
+    keyword or attribute it lacks, is an engine newer than the plugin; a required argument the
+    engine does not pass is a plugin newer than the engine."""
     owner = found.group("owner") or found.group("object")
     if owner is None:
         return None
+    found_plugin = next(
+        (
+            (engine, plugin)
+            for engine in engines
+            if (plugin := plugin_of(owner, candidate, engine, shown)) is not None
+        ),
+        None,
+    )
+    if found_plugin is None:
+        return None
+    engine, plugin = found_plugin
     if found.group("owner"):
         call, how = f"`{owner}.{found.group('member')}()`", found.group("how")
     else:
         call, how = f"A `{owner}` object", f"has no attribute '{found.group('attribute')}'"
-    for engine in engines:
-        mismatch = plugin_code_mismatch(owner, call, how, candidate, engine, shown)
-        if mismatch is not None:
-            return mismatch
-    return None
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    given = _GIVEN.search(how)
+    plugin_newer = how.startswith("missing") or (
+        given is not None and int(given.group("given")) < int(given.group("takes"))
+    )
+    release = f"{name} {shown}" if shown else f"the installed {name}"
+    if plugin_newer:
+        older = f"{release} is older than the {plugin.package} release installed"
+        change = PackageAction(name=engine, spec="", action="upgrade")
+        way = (
+            f"Install the {name} release this {plugin.package} was made for, or the "
+            f"{plugin.package} release made for {release}."
+        )
+    else:
+        older = f"the {plugin.package} installed is older than {release}"
+        change = PackageAction(name=plugin.package, spec="", action="upgrade")
+        way = (
+            f"Install the {plugin.package} release made for {release} (the plugin's release "
+            f"notes name the {name} release each one pairs with), or the {name} release the "
+            f"installed {plugin.package} was made for."
+        )
+    return _code_mismatch(
+        candidate,
+        signature=f"{engine}-platform-plugin-mismatch",
+        title=f"The {plugin.package} plugin and {name} are out of step (`{owner}`)",
+        explanation=(
+            f"{call} {how}. `{owner}` is the platform class of the {plugin.package} plugin "
+            f"(`{plugin.module}`), which {name} calls through its platform interface; a plugin "
+            f"release is made for one {name} release, and here the two do not fit: {older}. "
+            f"{way}"
+        ),
+        patch_note="No setting makes a plugin fit another engine release: the pair does.",
+        next_check=(
+            f"`pip show {engine} {plugin.package}`: the two versions, against the pairing the "
+            "plugin's release notes give."
+        ),
+        raised_in=f"{plugin.package}, {plugin.module} ({owner})",
+        package=change,
+        confidence=Confidence.MEDIUM,
+    )
 
 
 def _own_code_mismatch(
