@@ -140,6 +140,12 @@ def launch_options(command: str | None, settings: str | None) -> list[tuple[str,
     return options
 
 
+def keyword_refusal(flag: str) -> str:
+    """How an argument class refuses ``flag`` given as a keyword (``--num-scheduler-steps``:
+    ``unexpected keyword argument 'num_scheduler_steps'``)."""
+    return f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
+
+
 def words_of(text: str) -> set[str]:
     """The lower-case words of a text, camel case and snake case split."""
     return {

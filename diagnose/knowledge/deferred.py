@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from diagnose.core.models import Finding, Patch
+from diagnose.core.optionlink import keyword_refusal
 from diagnose.knowledge.location import builtin_anchors, defined_by_some_release
 
 if TYPE_CHECKING:
@@ -169,8 +170,7 @@ def _refused_flags(finding: Finding, engine_version: str | None) -> list[str]:
     added = {word for word in finding.patch.args_add if word.startswith("--")}
 
     def refused(flag: str) -> bool:
-        keyword = f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
-        return keyword in said or ("unrecognized arguments" in said and flag in said)
+        return keyword_refusal(flag) in said or ("unrecognized arguments" in said and flag in said)
 
     return [
         flag

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from diagnose.core.models import Finding, PackageAction
+from diagnose.core.optionlink import keyword_refusal
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.location import defined_by_some_release
@@ -173,7 +174,7 @@ def newer_flags(
         return finding
     release = mined.nearest_version(engine, shown) if shown is not None else None
     said = " ".join(e.message or e.text for e in finding.evidence)
-    keywords = [flag for flag in refused if _keyword_refused(flag) in said]
+    keywords = [flag for flag in refused if keyword_refusal(flag) in said]
     if shown is not None and program is None and _every_release_around(engine, shown, keywords):
         return _not_that_release(finding, engine, shown, keywords)
     added = {flag: since for flag in refused if (since := mined.added_after(engine, flag, release))}
@@ -210,11 +211,6 @@ def newer_flags(
             "patch_note": " ".join([note, *([finding.patch_note] if finding.patch_note else [])]),
         }
     )
-
-
-def _keyword_refused(flag: str) -> str:
-    """How the engine's argument class refuses ``flag`` as a keyword."""
-    return f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
 
 
 def _every_release_around(engine: str, shown: str, refused: list[str]) -> bool:
