@@ -115,12 +115,11 @@ def _checked_variables(
             and not _has_variable(engine, variable, release)
             and table.lookup(flag).outcome == "exact"
         ):
-            words += [flag, variables.pop(variable)]
+            value = variables.pop(variable)
             notes.append(f"{name} has no {variable}: `{flag}` sets the same.")
+            words += [flag, _release_value(engine, release, flag, value, name, notes)]
     for variable, value in variables.items():
         variables[variable] = _release_value(engine, release, variable, value, name, notes)
-    for flag, values in flag_settings(words):
-        words[words.index(flag) + 1] = _release_value(engine, release, flag, values[0], name, notes)
     return words, variables
 
 
