@@ -545,6 +545,16 @@ class ReleaseSpan:
             return self.newest
         return self.releases[self.releases.index(self.dropped) - 1]
 
+    @property
+    def everywhere(self) -> bool:
+        """Whether every mined release has it (and none leaves the question open)."""
+        return (
+            self.first is not None
+            and self.first == self.releases[0]
+            and self.dropped is None
+            and not self.unlisted
+        )
+
     def covers(self, release: str) -> bool:
         """Whether the mined ``release`` is one from ``first`` up to (not) ``dropped``."""
         if self.first is None:

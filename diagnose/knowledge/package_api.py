@@ -154,7 +154,7 @@ def _engine_not_installed(
     if failed is None:
         return None
     span = mined.api_span(engine, failed.module, failed.name)
-    if span is None or span.first != span.releases[0] or span.dropped or span.unlisted:
+    if span is None or not span.everywhere:
         return None
     said = " ".join(e.message or e.text for e in finding.evidence)
     tree = next(
@@ -270,7 +270,7 @@ def _name_every_release_has(finding: Finding, library: str, floor: str | None) -
         if failed.name is None:
             continue
         span = mined.api_span(library, failed.module, failed.name)
-        if span is None or span.first != span.releases[0] or span.dropped or span.unlisted:
+        if span is None or not span.everywhere:
             return None
         if not at_least(floor, span.releases[0]):
             return None
