@@ -298,6 +298,8 @@ def test_a_traceback_keeps_its_innermost_frame_with_the_code_under_it() -> None:
     assert innermost_frame(whole) == innermost
     (frame_only,) = group([*frames[:4], "ImportError: no code line shown"])
     assert innermost_frame(frame_only) == frames[3].strip()
+    (markers_only,) = group([*frames[:4], "    ~~~~~~~~^^^^^^^^^^"])  # no code, only markers
+    assert innermost_frame(markers_only) == frames[3].strip()
     (no_frame,) = group(["Traceback (most recent call last):", "ValueError: bad"])
     assert innermost_frame(no_frame) is None
 

@@ -67,7 +67,7 @@ _INFO_LEVEL = re.compile(r"\b(?:INFO|DEBUG)\b|^[ID]\d{4} \d\d:\d\d:\d\d")
 _LEADING_LEVEL = re.compile(r"^(?:WARNING|WARN|INFO|DEBUG)\b|^[WI]\d{4} \d\d:\d\d:\d\d|\[W\d{4} ")
 _BENIGN = re.compile("|".join(benign_lines()))
 """Known noise, from the engine profiles."""
-_TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b|\^[\^~]*\s*$)')
+_TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b)')
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
 _ENGINE_FILE = re.compile(rf'File "[^"\n]*/(?:{"|".join(p.name for p in profiles())})/[^"\n]*\.py"')
@@ -118,7 +118,9 @@ def is_error_line(record: Record) -> bool:
     """An application line that reports an error (not a warning, not a client's 404, not the
     known noise that says it can be ignored)."""
     text = record.text
-    if not text.strip() or (_TRACEBACK_CODE.match(text) and not _FLATTENED_ERROR.search(text)):
+    if not text.strip() or marks_position(text):
+        return False
+    if _TRACEBACK_CODE.match(text) and not _FLATTENED_ERROR.search(text):
         return False
     prefix = record.raw[: max(0, len(record.raw) - len(text))]  # vLLM's level is in it
     if _LEVEL_ERROR.search(prefix):

@@ -100,7 +100,7 @@ def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str 
     lines = [
         text
         for r in event.records
-        if (text := r.text.strip()) and not text.startswith("^") and not is_fence(text)
+        if (text := r.text.strip()) and not marks_position(text) and not is_fence(text)
     ]
     frames = [
         n
