@@ -295,6 +295,25 @@ def test_vllm_process_prefix_without_a_level() -> None:
     assert record.ts is None
 
 
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        " [repeated 2x across cluster]",
+        " [repeated 7x across cluster] (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 "
+        "to disable log deduplication, or see https://docs.ray.io/en/master/ray-observability/"
+        "user-guides/configure-logging.html#log-deduplication for more options.)",
+    ],
+)
+def test_rays_deduplication_count_is_not_part_of_the_message(suffix: str) -> None:
+    """Ray folds the same line from several workers into one and appends its count: the message
+    is what the worker printed, so a signature or an engine template still reads it."""
+    line = f"(RayWorkerWrapper pid=2211) AssertionError: 19114 is not divisible by 8{suffix}"
+    record = parse(line)
+    assert record.text == "AssertionError: 19114 is not divisible by 8"
+    assert record.raw == line
+    assert parse("INFO: see [repeated 2x across cluster] above").text.endswith("above")
+
+
 def test_vllm_processes_are_separate_streams() -> None:
     parser = LineParser("test.log", 2026)
     a = parser.parse(1, "(EngineCore_DP0 pid=4242) ERROR 10-09 21:14:07 [core.py:1100] a")

@@ -81,6 +81,11 @@ _CLASS_REPR = re.compile(
 """An exception written as its class's repr and its message, ``; ``-joined (RunPod's worker:
 ``Uncaught exception | <class 'TypeError'>; X.plan() got ...; <traceback object at 0x...>;``):
 rewritten as Python writes the exception line, ``TypeError: X.plan() got ...``."""
+_RAY_REPEATED = re.compile(
+    r"\s*\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^)]*\))?\s*$"
+)
+"""Ray's log deduplication appends this to a line that more workers printed (the first time with
+its own note on how to turn it off): the count is Ray's, not part of the message."""
 _VLLM_PROC_ONLY = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
 )
@@ -233,6 +238,8 @@ class LineParser:
     def _apply_app_prefix(self, record: Record) -> None:
         if record.origin != "app":
             return
+        if "across cluster]" in record.text:
+            record.text = _RAY_REPEATED.sub("", record.text)
         if "[address=" in record.text:
             record.text = _ACTOR_TAG.sub("", record.text)
         if "<class '" in record.text:
