@@ -355,3 +355,16 @@ def test_a_reinstall_with_a_minimum_release_is_refused_as_an_upgrade() -> None:
     PackageChange(name="sgl-kernel", spec="", action="reinstall")
     with pytest.raises(ValidationError, match="use action: upgrade"):
         PackageChange(name="sgl-kernel", spec=">=0.2.0", action="reinstall")
+
+
+def test_a_later_releases_wording_of_the_same_failure_finds_its_record() -> None:
+    """vLLM 0.11 and later no longer say "Failed to infer device type" when no platform is
+    found: the empty device type reaches torch, whose refusal is the only line left."""
+    log = (
+        'File ".../vllm/config/device.py", line 78, in __post_init__\n'
+        "    self.device = torch.device(self.device_type)\n"
+        "RuntimeError: Device string must not be empty\n"
+    )
+    cause = primary(_diagnosed(log))
+    assert cause is not None and cause.signature == "other-vllm-failed-to-infer-device-type"
+    assert cause.category == "cuda_driver"
