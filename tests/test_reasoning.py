@@ -514,6 +514,19 @@ def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_buil
     assert other is not None and other.package is None
 
 
+def test_an_attribute_a_plain_engine_class_lacks_is_a_mismatch_of_the_engines_own_code() -> None:
+    """A data class of the engine that raises no message of its own (an attention backend's
+    metadata) is still the engine's: the module tables say so, and no library binds it."""
+    log = "AttributeError: 'FlashMLASparseMetadata' object has no attribute 'num_decodes'\n"
+    cause = primary(run_text(log))
+    assert cause is not None and cause.package is not None
+    assert (cause.signature, cause.category) == ("vllm-own-code-mismatch", "kernel_build")
+    assert (cause.package.name, cause.package.action) == ("vllm", "upgrade")
+    imported = "AttributeError: 'PretrainedConfig' object has no attribute 'rope_scaling'\n"
+    other = primary(run_text(imported))  # transformers' class, which vLLM's modules import
+    assert other is None or not other.signature.endswith("own-code-mismatch")
+
+
 _OMNI_WARNING = (
     "/opt/venv/lib/python3.12/site-packages/vllm_omni/version.py:55: RuntimeWarning: vLLM and "
     "vLLM-Omni appear to have mismatched major/minor versions:\n"

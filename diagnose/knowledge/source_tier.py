@@ -417,14 +417,7 @@ def _own_code_mismatch(
     engine, module = (
         (found.group("engine"), owner)
         if found.group("module")
-        else next(
-            (
-                (engine, index.classes[owner])
-                for engine in engines
-                if (index := builtin_index(engine)) is not None and owner in index.classes
-            ),
-            (None, None),
-        )
+        else _engine_class(owner, engines) or (None, None)
     )
     if engine is None or engine not in engines:
         return None
@@ -464,6 +457,22 @@ def _own_code_mismatch(
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
         package=PackageAction(name=engine, spec=spec, action="upgrade"),
     )
+
+
+def _engine_class(owner: str, engines: Sequence[str]) -> tuple[str, str] | None:
+    """The engine whose own class ``owner`` is, with its module: one that raises messages of
+    its own (the template index knows it), else one whose modules bind it at their top level
+    and no mined library does (a plain data class, such as an attention backend's metadata)."""
+    for engine in engines:
+        index = builtin_index(engine)
+        if index is not None and owner in index.classes:
+            return engine, index.classes[owner]
+    if any(mined.modules_naming(library, owner) for library in mined.library_apis()):
+        return None  # a library's class that the engine imports
+    for engine in engines:
+        if modules := mined.modules_naming(engine, owner):
+            return engine, modules[0]
+    return None
 
 
 _PYTHON_TYPES = frozenset(("NoneType", "Ellipsis", "NotImplementedType", "EllipsisType"))
