@@ -270,3 +270,21 @@ def test_an_engine_function_called_with_another_releases_arguments_blames_the_ca
     assert "another vLLM release" in cause.title
     unknown = _cause("TypeError: frobnicate_widgets() got an unexpected keyword argument 'x'\n")
     assert unknown.signature != "vllm-function-called-by-another-release"
+
+
+def test_a_wrapper_the_engine_builds_called_by_a_newer_library_blames_the_library_release() -> None:
+    """SGLang's NPU port puts a closure of `npu_wrapper_preprocess` in place of an image
+    processor's `_preprocess`; a transformers release that calls it with other arguments fails
+    on it. A server's request error quotes the TypeError without its class."""
+    assert mined.modules_naming("sglang", "npu_wrapper_preprocess")
+    cause = _cause(
+        "[2026-05-11 11:19:09] Error in request: npu_wrapper_preprocess.<locals>._preprocess() "
+        "missing 1 required positional argument: 'interpolation'\n"
+    )
+    assert cause.signature == "sglang-wrapper-called-by-another-library-release"
+    assert cause.category == "kernel_build" and cause.package is None
+    assert "pip check" in cause.explanation
+    unknown = _cause(
+        "Error in request: frobnicate.<locals>.inner() missing 1 required positional argument: 'x'\n"
+    )
+    assert not unknown.signature.endswith("called-by-another-library-release")

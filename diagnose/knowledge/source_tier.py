@@ -570,13 +570,16 @@ def _code_mismatch(
 
 
 _FUNCTION_CALL_MISMATCH = re.compile(
-    r"\bTypeError: (?P<function>[a-z]\w*)\(\) (?P<how>"
+    r"(?:\bTypeError: |: )(?P<function>[a-z]\w*)(?:\.<locals>\.(?P<inner>\w+))?\(\) "
+    r"(?P<how>"
     r"missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'"
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given)"
 )
 """A call that does not fit a plain function's signature (``resolve_hf_chat_template()
-missing 1 required keyword-only argument: 'model_config'``)."""
+missing 1 required keyword-only argument: 'model_config'``), or that of a function another one
+builds (``npu_wrapper_preprocess.<locals>._preprocess() missing ...``); a server that reports
+the error of a request quotes it without its class (``Error in request: f() missing ...``)."""
 
 
 def _engine_function_called_otherwise(
@@ -595,6 +598,8 @@ def _engine_function_called_otherwise(
     engine = named[0][0]
     modules = ", ".join(f"`{m}`" for _, m in named[:2])
     name = mined.ENGINE_NAMES.get(engine, engine)
+    if found.group("inner"):
+        return _engine_wrapper_called_otherwise(candidate, found, engine, named[0][1])
     return _code_mismatch(
         candidate,
         signature=f"{engine}-function-called-by-another-release",
@@ -617,6 +622,40 @@ def _engine_function_called_otherwise(
             f"{name} releases it was written for."
         ),
         raised_in=f"{name}, {named[0][1]}",
+    )
+
+
+def _engine_wrapper_called_otherwise(
+    candidate: Candidate, found: re.Match[str], engine: str, module: str
+) -> Finding:
+    """A function that one of the engine's functions builds (a wrapper it puts in place of a
+    library's function: a platform's patch of an image processor) called with arguments it
+    does not take: the library calls it as its own release defines the function it replaced."""
+    outer, inner, how = found.group("function"), found.group("inner"), found.group("how")
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    return _code_mismatch(
+        candidate,
+        signature=f"{engine}-wrapper-called-by-another-library-release",
+        title=f"A wrapper {name} builds in `{outer}()` is called as another library calls it",
+        explanation=(
+            f"`{outer}.<locals>.{inner}()` is a function that {name}'s `{outer}()` (`{module}`) "
+            "builds, most often to stand in for a library's function it patches (a platform's "
+            f"version of a model processor or kernel), and the call does not fit it ({how}). "
+            "The caller is the patched library, which calls the function as its own release "
+            f"defines it: that library is newer (or older) than the one this {name} release's "
+            f"patch was written for. Install the library release this {name} release pins "
+            f"(`pip check`, the image's own pins), or the {name} release whose patch follows the "
+            "installed library."
+        ),
+        patch_note=(
+            f"No setting changes the call: the library's release (the one {name} pins) or a "
+            f"{name} release written for the installed library does."
+        ),
+        next_check=(
+            f"`pip check` and `pip show {engine}`: the library {name} pins against the installed "
+            f"one; the traceback's frame that calls `{inner}` names the library."
+        ),
+        raised_in=f"{name}, {module} ({outer})",
     )
 
 
