@@ -288,3 +288,20 @@ def test_a_wrapper_the_engine_builds_called_by_a_newer_library_blames_the_librar
         "Error in request: frobnicate.<locals>.inner() missing 1 required positional argument: 'x'\n"
     )
     assert not unknown.signature.endswith("called-by-another-library-release")
+
+
+def test_a_refused_blackwell_generation_gpu_is_read_with_the_engines_upgrade_to_try() -> None:
+    """Releases admitted the Blackwell generation's later parts check by check: where the log
+    shows the engine, its upgrade is the test; an older architecture, or no engine, gets none."""
+    newer = "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_120\n"
+    cause = _cause(newer, ("vllm", "0.15.0"))
+    assert (cause.signature, cause.category) == ("message-words", "gpu_arch_support")
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action, cause.package.spec) == (
+        "vllm",
+        "upgrade",
+        ">0.15.0",
+    )
+    older = "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_89\n"
+    assert _cause(older, ("vllm", "0.15.0")).package is None
+    assert _cause(newer).package is None

@@ -829,6 +829,9 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
         'The innermost `File "..."` frames above the error: the package and function that '
         "raised it; search the project's issues for the message."
     ]
+    package = None
+    if category == "gpu_arch_support" and incident.engine in mined.ENGINES:
+        package = _newer_family_release(f"{first.text} {reason.text}", incident)
     if said is None:
         title = f"An error no signature explains; its words point at {area}"
         explanation = (
@@ -843,6 +846,12 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "or engine message knows it, so the mechanism behind them is not confirmed."
         )
         checks.insert(0, check)
+    if package is not None:
+        explanation += (
+            f" Releases open such checks to a family's newer GPUs (SM 10.3, 11.0, 12.x after the "
+            f"first Blackwell parts) one code path at a time: upgrading {package.name} is the "
+            "change to try first."
+        )
     return [
         Finding(
             id="f0",
@@ -855,12 +864,31 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             confidence=Confidence.LOW,
             evidence=[first.evidence] + ([reason.evidence] if reason is not first else []),
             patch=None,
-            patch_note="No change can be derived from an error the tool does not know.",
+            patch_note=(
+                "No setting is derived from an error the tool does not know; the upgrade is a "
+                "test, and a backend that avoids the code path the alternative."
+                if package is not None
+                else "No change can be derived from an error the tool does not know."
+            ),
+            package=package,
             next_checks=checks,
             phase=first.phase,
             tier="generic",
         )
     ]
+
+
+_NEWER_FAMILY_GPU = re.compile(r"\bsm_?1[0-2]\d[af]?\b", re.IGNORECASE)
+"""An architecture of the Blackwell generation (SM 10.x to 12.x), whose later parts releases
+admitted code path by code path."""
+
+
+def _newer_family_release(text: str, incident: IncidentView) -> PackageAction | None:
+    """The engine's upgrade, when a refusal names a Blackwell-generation architecture."""
+    if incident.engine is None or not _NEWER_FAMILY_GPU.search(text):
+        return None
+    spec = mined.upgrade_spec(incident.engine, incident.engine_version)
+    return PackageAction(name=incident.engine, spec=spec, action="upgrade")
 
 
 _PORT_NAMED = re.compile(
