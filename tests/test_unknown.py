@@ -326,19 +326,22 @@ def test_a_wrapper_that_announces_the_next_line_is_not_the_first_error() -> None
 
 def test_a_traceback_cut_after_its_position_markers_ends_at_its_code_line() -> None:
     """A log cut inside a traceback ends with Python's `^^^^` under the last code line: the
-    code line is what it stopped at, and the markers are no error of their own."""
+    report says the log stops there, before the exception that names the error, and shows
+    the last frame; the code's words (a process group here) are read as no message."""
     prefix = "ERROR 10-15 09:00:49 [multiproc_executor.py:628] "
     cause = primary(
         run_text(
-            f'{prefix}  File "/opt/vllm/vllm/distributed/device_communicators/symm_mem.py", '
-            "line 94, in __init__\n"
-            f"{prefix}    handle = torch_symm_mem.rendezvous(self.buffer, self.group.group_name)\n"
-            f"{prefix}             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            f'{prefix}  File "/opt/vllm/vllm/distributed/parallel_state.py", '
+            "line 363, in __init__\n"
+            f"{prefix}    handle = rendezvous_all(self.buffer, self.group.group_name)\n"
+            f"{prefix}             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         )
     )
-    assert cause is not None
+    assert cause is not None and cause.signature == "unknown-failure"
     assert "^^^^" not in cause.explanation
-    assert "torch_symm_mem.rendezvous" in cause.explanation
+    assert "stops inside a traceback, before the exception line" in cause.explanation
+    assert "handle = rendezvous_all(self.buffer, self.group.group_name)" in cause.explanation
+    assert "No error line came before it" not in cause.explanation
 
 
 def test_a_requested_stop_is_no_failure() -> None:

@@ -1112,8 +1112,18 @@ class Engine:
             )
             checks = fill_texts(draft.signature, draft.signature.next_checks, draft.values)
         died_silently = first is not None and re.search(_DEATH_NOTICE, first.text) is not None
+        frame = self.incident.frames.get(first.seq) if first is not None else None
+        cut_short = (
+            frame is not None and first is not None and first.text.strip() in frame.split("\n")
+        )
         if said_by_catch_all:
             explanation += said_by_catch_all
+        elif cut_short and frame is not None:
+            shown = " ".join(frame.split("\n"))
+            explanation.append(
+                "The log stops inside a traceback, before the exception line that names the "
+                f"error; the last frame it shows: `{clipped(shown, 300)}`."
+            )
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
             explanation.append(f"The first error ({where}): {clipped(first.text.strip(), 300)}")
@@ -1131,6 +1141,12 @@ class Engine:
                 f"{clipped(notice.text.strip(), 200)}), but the error that made it fail is not in "
                 "this input: it was logged before the excerpt begins, or by another process or "
                 "node whose lines were left out. Diagnose the whole log of this start."
+            )
+        elif cut_short:
+            explanation.append(
+                "The exception line, and with it the cause, comes after what this input holds: "
+                "diagnose the whole output of this start (`journalctl -u UNIT --no-pager`, the "
+                "container's whole log, or the paste uncut)."
             )
         else:
             explanation.append(

@@ -803,7 +803,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     lead, with no fix."""
     knowledge = builtin_knowledge()
     readable = incident.readable()
-    if not readable or _wraps_or_follows(readable[0], knowledge):
+    if not readable or _wraps_or_follows(readable[0], knowledge) or _cut_short(readable[0]):
         return []
     first = readable[0]
     read = next(
@@ -942,6 +942,12 @@ _READINGS = {"port_in_use": _port_reading, "gpu_arch_support": _architecture_rea
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
 none; an architecture reading needs the architectures, else it is None)."""
+
+
+def _cut_short(candidate: Candidate) -> bool:
+    """The candidate is a line of a traceback that the log cut short (its last frame, or the
+    code under it): code, not a message, so its words say nothing of the cause."""
+    return candidate.frame is not None and candidate.text.strip() in candidate.frame.split("\n")
 
 
 def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
