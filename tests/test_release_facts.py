@@ -305,3 +305,29 @@ def test_a_refused_blackwell_generation_gpu_is_read_with_the_engines_upgrade_to_
     older = "RuntimeError: FlashInfer-CUTLASS MoE kernel does not support current device sm_89\n"
     assert _cause(older, ("vllm", "0.15.0")).package is None
     assert _cause(newer).package is None
+
+
+def test_a_check_whose_wording_later_releases_changed_dates_the_release_and_asks_for_the_later() -> (
+    None
+):
+    """vLLM 0.17's CPU workers checked the NUMA nodes against every worker of the deployment;
+    0.18 counts the local ones and says so. The old wording dates the installed release, and
+    the later wording of the same check is the release to try."""
+    old = (
+        "AssertionError: Not enough allowed NUMA nodes to bind threads of 4 CPUWorkers. "
+        "Allowed NUMA nodes are [0, 1].\n"
+    )
+    cause = _cause(old)
+    assert cause.signature == "vllm-check-changed-after-this-release"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action, cause.package.spec) == (
+        "vllm",
+        "upgrade",
+        ">=0.18.1",
+    )
+    assert "local CPUWorkers" in cause.explanation
+    current = (
+        "AssertionError: Not enough allowed NUMA nodes to bind threads of 4 local CPUWorkers. "
+        "Allowed NUMA nodes are [0, 1]. Please try to bind threads manually.\n"
+    )
+    assert _cause(current).signature != "vllm-check-changed-after-this-release"

@@ -40,7 +40,13 @@ from diagnose.knowledge import mined
 from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
-from diagnose.knowledge.source_index import TemplateHit, builtin_index, fixed_runs, match_message
+from diagnose.knowledge.source_index import (
+    SourceTemplate,
+    TemplateHit,
+    builtin_index,
+    fixed_runs,
+    match_message,
+)
 
 RULES_NAME = "engine-source-rules.yaml"
 OVERRIDES_NAME = "overrides.yaml"
@@ -301,6 +307,7 @@ def engine_source_findings(
             )
         mismatch = mismatch or _engine_function_called_otherwise(candidate, engines)
         mismatch = mismatch or _import_cut_short(candidate, incident.engine_version)
+        mismatch = mismatch or _check_changed_later(candidate, engines, knowledge)
         if mismatch is not None:
             return [mismatch]
     return []
@@ -623,6 +630,109 @@ def _engine_function_called_otherwise(
         ),
         raised_in=f"{name}, {named[0][1]}",
     )
+
+
+@cache
+def _checks_by_function(source: str) -> dict[str, tuple[SourceTemplate, ...]]:
+    """The templates of a source by the last part of the function that raises them."""
+    index = builtin_index(source)
+    grouped: dict[str, list[SourceTemplate]] = {}
+    for template in index.rows() if index is not None else []:
+        grouped.setdefault(template.function.rpartition(".")[2], []).append(template)
+    return {function: tuple(templates) for function, templates in grouped.items()}
+
+
+@cache
+def _newest_writing(source: str) -> dict[str, str]:
+    """For each wording of a source, the newest release that writes it anywhere (a check that
+    moved to another module keeps its words)."""
+    index = builtin_index(source)
+    newest: dict[str, str] = {}
+    for template in index.rows() if index is not None else []:
+        if template.versions and at_least(template.versions[-1], newest.get(template.text, "0")):
+            newest[template.text] = template.versions[-1]
+    return newest
+
+
+def _check_changed_later(
+    candidate: Candidate, engines: Sequence[str], knowledge: Knowledge
+) -> Finding | None:
+    """A check of the engine that no category rule names, in a wording that only releases up to
+    some point write, where the same function of later releases words the same check otherwise
+    (begins alike, says other words): the wording dates the installed release, and the check
+    itself changed after it, most often to fix the case it refused."""
+    for engine in engines:
+        index = builtin_index(engine)
+        if index is None or not index.versions:
+            continue
+        hits = [
+            hit
+            for hit in match_message(index, candidate.text)
+            if not (hit.template.generic or _mostly_holes(hit))
+            and knowledge.judge(hit).role == "cause"
+        ]
+        written = _newest_writing(engine)
+        if not hits or any(written.get(hit.template.text) == index.versions[-1] for hit in hits):
+            continue
+        old = hits[0].template
+        last = written.get(old.text, old.versions[-1])
+        measured = _what_a_check_measures(old.text)
+        later = [
+            template
+            for template in _checks_by_function(engine).get(old.function.rpartition(".")[2], ())
+            if template.versions
+            and not at_least(last, template.versions[0])
+            and (other := _what_a_check_measures(template.text))[0] == measured[0]
+            and other != measured
+        ]
+        if len(measured[0]) < MIN_CHECK_HEAD or not later:
+            continue
+        new = min(later, key=lambda template: Version(template.versions[0]))
+        since = new.versions[0]
+        name = mined.ENGINE_NAMES.get(engine, engine)
+        worded = (
+            f"release {last}" if len(old.versions) == 1 else f"releases {old.versions[0]} to {last}"
+        )
+        return _code_mismatch(
+            candidate,
+            signature=f"{engine}-check-changed-after-this-release",
+            title=f"{name}'s check in `{old.function}` was changed after the release in this log",
+            explanation=(
+                f"The error is {name}'s own check (`{old.module}`, `{old.function}`) in the "
+                f"words of {worded} (of the releases the tool knows), so the installed release "
+                f"is one of that age. In {since} and later the same check reads `{new.text}`: it "
+                "was changed after the installed release, most often to fix a case it refused "
+                "wrongly. "
+                f"Upgrade {name} to {since} or later; until then, what the check refuses is the "
+                "setting to change. No signature or known issue knows this message, so treat it "
+                "as a lead."
+            ),
+            patch_note=f"No setting comes from the check: the {name} release that changed it does.",
+            next_check=(
+                f"`pip show {engine}`: a release before {since} (the message's wording says so); "
+                f"the {name} release notes from {since} for `{old.function}`."
+            ),
+            raised_in=f"{name}, {old.module} ({old.function})",
+            package=PackageAction(name=engine, spec=f">={since}", action="upgrade"),
+        )
+    return None
+
+
+def _what_a_check_measures(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """A check's wording up to its last value: the words before its first value, the words
+    between its values, and the names of the values. Advice appended after the last value
+    (``... or decrease DP/TP/PP.``) changes none of them; a value counted otherwise does."""
+    runs = [" ".join(run.split()) for run in fixed_runs(text)]
+    return runs[0], tuple(runs[1:-1]), tuple(_HOLE_NAME.findall(text))
+
+
+_HOLE_NAME = re.compile(r"(?<!\{)\{(\w+)")
+
+
+MIN_CHECK_HEAD = 12
+"""Letters the check's wording keeps before its first value, so that two wordings that begin
+alike are one check (``Not enough allowed NUMA nodes to bind threads of``), not two messages
+that share a word."""
 
 
 def _engine_wrapper_called_otherwise(
