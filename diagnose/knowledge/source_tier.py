@@ -659,8 +659,9 @@ def _check_changed_later(
 ) -> Finding | None:
     """A check of the engine that no category rule names, in a wording that only releases up to
     some point write, where the same function of later releases words the same check otherwise
-    (begins alike, says other words): the wording dates the installed release, and the check
-    itself changed after it, most often to fix the case it refused."""
+    (begins alike, and counts another value or says other words between its values): the
+    wording dates the installed release, and the check itself changed after it, most often to
+    fix the case it refused."""
     for engine in engines:
         index = builtin_index(engine)
         if index is None or not index.versions:
@@ -910,7 +911,8 @@ other C++ layers print ``error code is 11`` first and the reason a line or two l
 def message_words_findings(incident: IncidentView) -> list[Finding]:
     """When no tier explains the first error, the area its own words point at (the category
     rules read on the message itself, or on a line just below it that gives its reason): a
-    lead, with no fix."""
+    lead, with no setting to change (a refusal of a Blackwell-generation GPU gets the engine's
+    upgrade to try)."""
     knowledge = builtin_knowledge()
     readable = incident.readable()
     if not readable or _wraps_or_follows(readable[0], knowledge) or _cut_short(readable[0]):
@@ -939,9 +941,11 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
         'The innermost `File "..."` frames above the error: the package and function that '
         "raised it; search the project's issues for the message."
     ]
-    package = None
-    if category == "gpu_arch_support" and incident.engine in mined.ENGINES:
-        package = _newer_family_release(f"{first.text} {reason.text}", incident)
+    package = (
+        _newer_family_release(f"{first.text} {reason.text}", incident)
+        if category == "gpu_arch_support"
+        else None
+    )
     if said is None:
         title = f"An error no signature explains; its words point at {area}"
         explanation = (
@@ -994,8 +998,9 @@ admitted code path by code path."""
 
 
 def _newer_family_release(text: str, incident: IncidentView) -> PackageAction | None:
-    """The engine's upgrade, when a refusal names a Blackwell-generation architecture."""
-    if incident.engine is None or not _NEWER_FAMILY_GPU.search(text):
+    """The engine's upgrade, when a refusal names a Blackwell-generation architecture and the
+    log shows which engine refused it."""
+    if incident.engine not in mined.ENGINES or not _NEWER_FAMILY_GPU.search(text):
         return None
     spec = mined.upgrade_spec(incident.engine, incident.engine_version)
     return PackageAction(name=incident.engine, spec=spec, action="upgrade")
