@@ -321,3 +321,15 @@ def test_a_check_whose_wording_later_releases_changed_dates_the_release_and_asks
         "Allowed NUMA nodes are [0, 1]. Please try to bind threads manually.\n"
     )
     assert _cause(current).signature != "vllm-check-changed-after-this-release"
+
+
+def test_a_check_that_later_releases_no_longer_make_asks_for_the_release_that_dropped_it() -> None:
+    """vLLM 0.9.2's `run_headless` refused a data-parallel rank; later releases keep its other
+    checks and not that one: the refusal dates the release, and the one that dropped it is the
+    test."""
+    cause = _cause("ValueError: data_parallel_rank is not applicable in headless mode\n")
+    assert cause.signature == "vllm-check-changed-after-this-release"
+    assert _upgrade(cause, "vllm") == ">=0.10.2"
+    assert "no longer makes this check" in cause.explanation
+    kept = _cause("ValueError: data_parallel_size_local must be > 0 in headless mode\n")
+    assert kept.signature != "vllm-check-changed-after-this-release"

@@ -659,9 +659,9 @@ def _check_changed_later(
 ) -> Finding | None:
     """A check of the engine that no category rule names, in a wording that only releases up to
     some point write, where the same function of later releases words the same check otherwise
-    (begins alike, and counts another value or says other words between its values): the
-    wording dates the installed release, and the check itself changed after it, most often to
-    fix the case it refused."""
+    (begins alike, and counts another value or says other words between its values) or, still
+    making its other checks, no longer makes this one: the wording dates the installed release,
+    and the check itself changed after it, most often to fix the case it refused."""
     for engine in engines:
         index = builtin_index(engine)
         if index is None or not index.versions:
@@ -678,18 +678,37 @@ def _check_changed_later(
         old = hits[0].template
         last = written.get(old.text, old.versions[-1])
         measured = _what_a_check_measures(old.text)
+        if len(measured[0]) < MIN_CHECK_HEAD:
+            continue
+        siblings = _checks_by_function(engine).get(old.function.rpartition(".")[2], ())
         later = [
             template
-            for template in _checks_by_function(engine).get(old.function.rpartition(".")[2], ())
+            for template in siblings
             if template.versions
             and not at_least(last, template.versions[0])
             and (other := _what_a_check_measures(template.text))[0] == measured[0]
             and other != measured
         ]
-        if len(measured[0]) < MIN_CHECK_HEAD or not later:
+        kept = any(
+            index.versions[-1] in template.versions
+            for template in siblings
+            if template.module == old.module and template.function == old.function
+        )
+        if later:
+            new = min(later, key=lambda template: Version(template.versions[0]))
+            since = new.versions[0]
+            changed = (
+                f"In {since} and later the same check reads `{new.text}`: it was changed after "
+                "the installed release"
+            )
+        elif kept:
+            since = next(v for v in index.versions if not at_least(last, v))
+            changed = (
+                f"From {since} on, `{old.function}` no longer makes this check (its other checks "
+                "remain): it was dropped after the installed release"
+            )
+        else:
             continue
-        new = min(later, key=lambda template: Version(template.versions[0]))
-        since = new.versions[0]
         name = mined.ENGINE_NAMES.get(engine, engine)
         worded = (
             f"release {last}" if len(old.versions) == 1 else f"releases {old.versions[0]} to {last}"
@@ -701,9 +720,7 @@ def _check_changed_later(
             explanation=(
                 f"The error is {name}'s own check (`{old.module}`, `{old.function}`) in the "
                 f"words of {worded} (of the releases the tool knows), so the installed release "
-                f"is one of that age. In {since} and later the same check reads `{new.text}`: it "
-                "was changed after the installed release, most often to fix a case it refused "
-                "wrongly. "
+                f"is one of that age. {changed}, most often to fix a case it refused wrongly. "
                 f"Upgrade {name} to {since} or later; until then, what the check refuses is the "
                 "setting to change. No signature or known issue knows this message, so treat it "
                 "as a lead."
