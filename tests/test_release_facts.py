@@ -331,5 +331,11 @@ def test_a_check_that_later_releases_no_longer_make_asks_for_the_release_that_dr
     assert cause.signature == "vllm-check-changed-after-this-release"
     assert _upgrade(cause, "vllm") == ">=0.10.2"
     assert "no longer makes this check" in cause.explanation
+    newer = _cause(
+        "ValueError: data_parallel_rank is not applicable in headless mode\n", ("vllm", "0.11.0")
+    )
+    assert (
+        newer.signature != "vllm-check-changed-after-this-release"
+    )  # the log's release is past it
     kept = _cause("ValueError: data_parallel_size_local must be > 0 in headless mode\n")
     assert kept.signature != "vllm-check-changed-after-this-release"

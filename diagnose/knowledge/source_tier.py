@@ -307,7 +307,9 @@ def engine_source_findings(
             )
         mismatch = mismatch or _engine_function_called_otherwise(candidate, engines)
         mismatch = mismatch or _import_cut_short(candidate, incident.engine_version)
-        mismatch = mismatch or _check_changed_later(candidate, engines, knowledge)
+        mismatch = mismatch or _check_changed_later(
+            candidate, engines, knowledge, incident.engine_version
+        )
         if mismatch is not None:
             return [mismatch]
     return []
@@ -655,7 +657,7 @@ def _newest_writing(source: str) -> dict[str, str]:
 
 
 def _check_changed_later(
-    candidate: Candidate, engines: Sequence[str], knowledge: Knowledge
+    candidate: Candidate, engines: Sequence[str], knowledge: Knowledge, shown: str | None
 ) -> Finding | None:
     """A check of the engine that no category rule names, in a wording that only releases up to
     some point write, where the same function of later releases words the same check otherwise
@@ -715,6 +717,8 @@ def _check_changed_later(
             )
         else:
             continue
+        if shown is not None and at_least(shown, since):
+            continue  # the log's own release is past the change: a fork, or another check
         name = mined.ENGINE_NAMES.get(engine, engine)
         worded = (
             f"release {last}" if len(old.versions) == 1 else f"releases {old.versions[0]} to {last}"
