@@ -342,6 +342,18 @@ def test_a_traceback_cut_after_its_position_markers_ends_at_its_code_line() -> N
     assert "stops inside a traceback, before the exception line" in cause.explanation
     assert "handle = rendezvous_all(self.buffer, self.group.group_name)" in cause.explanation
     assert "No error line came before it" not in cause.explanation
+    library = primary(
+        run_text(
+            f'{prefix}  File "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/models/'
+            'gemma3n.py", line 88, in __init__\n'
+            f"{prefix}    self.tower = AutoModel.from_config(config.vision_config)\n"
+            f'{prefix}  File "/opt/venv/lib/python3.12/site-packages/timm/models/_factory.py", '
+            "line 110, in create_model\n"
+        )
+    )
+    assert library is not None and "timm/models/_factory.py" in library.explanation
+    assert "The engine's own code called into it from" in library.explanation
+    assert "AutoModel.from_config(config.vision_config)" in library.explanation
 
 
 def test_a_requested_stop_is_no_failure() -> None:

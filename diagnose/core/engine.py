@@ -1124,6 +1124,12 @@ class Engine:
                 "The log stops inside a traceback, before the exception line that names the "
                 f"error; the last frame it shows: `{clipped(shown, 300)}`."
             )
+            own = self.incident.engine_frames.get(first.seq) if first is not None else None
+            if own is not None:
+                called = " ".join(own.split("\n"))
+                explanation.append(
+                    f"The engine's own code called into it from `{clipped(called, 300)}`."
+                )
         elif first is not None:
             where = f"line {first.line}" if first.line is not None else "the evidence"
             explanation.append(f"The first error ({where}): {clipped(first.text.strip(), 300)}")
