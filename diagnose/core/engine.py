@@ -75,7 +75,7 @@ from diagnose.core.signature import (
     Signature,
 )
 from diagnose.core.timeline import TimelineTracker
-from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback
+from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback, stops_in_frame
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
 from diagnose.engines.base import SERVING
@@ -1113,18 +1113,16 @@ class Engine:
             checks = fill_texts(draft.signature, draft.signature.next_checks, draft.values)
         died_silently = first is not None and re.search(_DEATH_NOTICE, first.text) is not None
         frame = self.incident.frames.get(first.seq) if first is not None else None
-        cut_short = (
-            frame is not None and first is not None and first.text.strip() in frame.split("\n")
-        )
+        cut_at = frame if first is not None and stops_in_frame(first.text, frame) else None
         if said_by_catch_all:
             explanation += said_by_catch_all
-        elif cut_short and frame is not None:
-            shown = " ".join(frame.split("\n"))
+        elif cut_at is not None and first is not None:
+            shown = " ".join(cut_at.split("\n"))
             explanation.append(
                 "The log stops inside a traceback, before the exception line that names the "
                 f"error; the last frame it shows: `{clipped(shown, 300)}`."
             )
-            own = self.incident.engine_frames.get(first.seq) if first is not None else None
+            own = self.incident.engine_frames.get(first.seq)
             if own is not None:
                 called = " ".join(own.split("\n"))
                 explanation.append(
@@ -1148,7 +1146,7 @@ class Engine:
                 "this input: it was logged before the excerpt begins, or by another process or "
                 "node whose lines were left out. Diagnose the whole log of this start."
             )
-        elif cut_short:
+        elif cut_at is not None:
             explanation.append(
                 "The exception line, and with it the cause, comes after what this input holds: "
                 "diagnose the whole output of this start (`journalctl -u UNIT --no-pager`, the "

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from diagnose.core.incident import announces_next
 from diagnose.core.models import Evidence, Finding
+from diagnose.core.tracebacks import stops_in_frame
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,12 @@ class Candidate:
     engine_frame: str | None = None
     """The innermost frame of its traceback in an engine's own files, with its code line,
     where that is not the innermost frame (the engine's call into torch that raised)."""
+
+    @property
+    def cut_short(self) -> bool:
+        """The message is a line of a traceback the log cut short (its last frame, or the code
+        under it): code, not a message, so its words say nothing of the cause."""
+        return stops_in_frame(self.text, self.frame)
 
 
 @dataclass(frozen=True)

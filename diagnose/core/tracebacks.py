@@ -92,6 +92,13 @@ def marks_position(text: str) -> bool:
     return _POSITION_MARKERS.match(text) is not None
 
 
+def stops_in_frame(text: str, frame: str | None) -> bool:
+    """Whether ``text`` is a line of ``frame`` (an innermost frame and its code line, as
+    ``innermost_frame`` gives them): the traceback was cut there, before its exception, and the
+    line is code, not a message."""
+    return frame is not None and text.strip() in frame.split("\n")
+
+
 def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str | None:
     """A traceback's innermost frame line, with the code line under it when the traceback
     shows one (one per line): where the exception was raised, or, in a traceback cut short

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import regex
 import yaml
@@ -634,26 +634,25 @@ def _engine_function_called_otherwise(
     )
 
 
+class _Wordings(NamedTuple):
+    by_function: dict[str, tuple[SourceTemplate, ...]]
+    """The templates by the last part of the function that raises them."""
+    newest: dict[str, str]
+    """For each wording, the newest release that writes it anywhere (a check that moved to
+    another module keeps its words)."""
+
+
 @cache
-def _checks_by_function(source: str) -> dict[str, tuple[SourceTemplate, ...]]:
-    """The templates of a source by the last part of the function that raises them."""
+def _wordings(source: str) -> _Wordings:
+    """The tables the changed-check reading asks of a source, read in one pass of its index."""
     index = builtin_index(source)
     grouped: dict[str, list[SourceTemplate]] = {}
-    for template in index.rows() if index is not None else []:
-        grouped.setdefault(template.function.rpartition(".")[2], []).append(template)
-    return {function: tuple(templates) for function, templates in grouped.items()}
-
-
-@cache
-def _newest_writing(source: str) -> dict[str, str]:
-    """For each wording of a source, the newest release that writes it anywhere (a check that
-    moved to another module keeps its words)."""
-    index = builtin_index(source)
     newest: dict[str, str] = {}
     for template in index.rows() if index is not None else []:
+        grouped.setdefault(template.function.rpartition(".")[2], []).append(template)
         if template.versions and at_least(template.versions[-1], newest.get(template.text, "0")):
             newest[template.text] = template.versions[-1]
-    return newest
+    return _Wordings({f: tuple(templates) for f, templates in grouped.items()}, newest)
 
 
 def _check_changed_later(
@@ -674,15 +673,18 @@ def _check_changed_later(
             if not (hit.template.generic or _mostly_holes(hit))
             and knowledge.judge(hit).role == "cause"
         ]
-        written = _newest_writing(engine)
-        if not hits or any(written.get(hit.template.text) == index.versions[-1] for hit in hits):
+        if not hits:
+            continue
+        wordings = _wordings(engine)  # the whole index, read only for a message it holds
+        written = wordings.newest
+        if any(written.get(hit.template.text) == index.versions[-1] for hit in hits):
             continue
         old = hits[0].template
         last = written.get(old.text, old.versions[-1])
         measured = _what_a_check_measures(old.text)
         if len(measured[0]) < MIN_CHECK_HEAD:
             continue
-        siblings = _checks_by_function(engine).get(old.function.rpartition(".")[2], ())
+        siblings = wordings.by_function.get(old.function.rpartition(".")[2], ())
         later = [
             template
             for template in siblings
@@ -942,7 +944,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     upgrade to try)."""
     knowledge = builtin_knowledge()
     readable = incident.readable()
-    if not readable or _wraps_or_follows(readable[0], knowledge) or _cut_short(readable[0]):
+    if not readable or _wraps_or_follows(readable[0], knowledge) or readable[0].cut_short:
         return []
     first = readable[0]
     read = next(
@@ -1084,12 +1086,6 @@ _READINGS = {"port_in_use": _port_reading, "gpu_arch_support": _architecture_rea
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
 none; an architecture reading needs the architectures, else it is None)."""
-
-
-def _cut_short(candidate: Candidate) -> bool:
-    """The candidate is a line of a traceback that the log cut short (its last frame, or the
-    code under it): code, not a message, so its words say nothing of the cause."""
-    return candidate.frame is not None and candidate.text.strip() in candidate.frame.split("\n")
 
 
 def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
