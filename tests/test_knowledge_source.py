@@ -465,6 +465,66 @@ def test_a_message_cut_short_matches_the_start_of_its_template_only_from_its_beg
     assert match_message(index, "Loaded weights leave no room under --frac=" + "x, " * 30) == []
 
 
+def _demo_row(number: int, text: str, module: str, exception: str = "ValueError") -> dict:
+    return {
+        "id": f"demo-{number:012d}",
+        "text": text,
+        "exception": exception,
+        "level": "error",
+        "kind": "raise",
+        "module": module,
+        "function": "__init__",
+        "startup": True,
+        "versions": ["1.0"],
+    }
+
+
+def test_a_text_several_modules_write_is_one_row_that_names_the_others() -> None:
+    text = "Layer-wise windows are not supported: {n} of {total} layers use one."
+    rows = [_demo_row(n, text, f"demo.models.m{n}") for n in (1, 2, 3)]
+    [row] = SourceIndex(build_index("demo", rows)).rows()
+    assert (row.module, row.elsewhere) == ("demo.models.m1", ("demo.models.m2", "demo.models.m3"))
+
+
+def test_a_message_cut_short_without_its_quotes_beats_a_template_whose_hole_took_it_all() -> None:
+    rows = [
+        _demo_row(1, "{kind} is not supported.", "demo.layers"),
+        _demo_row(
+            2,
+            "Sliding windows on some layers only is not supported. This model sets "
+            "`max_window_layers` = {layers} below `num_hidden_layers` = {total}.",
+            "demo.models.qwen",
+        ),
+    ]
+    index = SourceIndex(build_index("demo", rows))
+    message = (
+        "ValueError: Sliding windows on some layers only is not supported. This model sets "
+        "max_window_layers = 64"
+    )
+    [hit] = match_message(index, message)
+    assert hit.template.module == "demo.models.qwen"
+    assert hit.cut_short and hit.values == {"layers": "64"}
+    short = "ValueError: Quantized weights of this layer type is not supported."
+    assert [h.template.module for h in match_message(index, short)] == ["demo.layers"]
+
+
+def test_the_module_a_traceback_names_is_the_place_of_a_text_several_modules_write() -> None:
+    message = (
+        "ValueError: Sliding window for some but all layers is not supported. This model uses "
+        "sliding window but max_window_layers = 64"
+    )
+    frame = (
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/qwen2.py", '
+        "line 330, in __init__\n    raise ValueError("
+    )
+    shown = Candidate(message, Evidence(source="x.log", line=9, text=message), frame=frame)
+    [found] = engine_source_findings(IncidentView((shown,), "vllm", "0.8.4", None))
+    assert found.raised_in is not None
+    assert ", vllm.model_executor.models.qwen2; the same words are in " in found.raised_in
+    [unshown] = engine_source_findings(_view(message, engine="vllm", version="0.8.4"))
+    assert unshown.raised_in is not None and "vllm.model_executor.models.qwen2" in unshown.raised_in
+
+
 def test_wrappers_are_never_the_decisive_message() -> None:
     wrapper = "Scheduler hit an exception: Traceback (most recent call last):"
     judged = [builtin_knowledge().judge(h) for h in match_message(builtin_index("sglang"), wrapper)]

@@ -56,6 +56,8 @@ REWORDED_MIN_WORDS = 8
 a template's (with fewer, a shared start says little)."""
 REWORDED_MAX_MISSING = 2
 """Words of a reworded message that the template may lack (a value, a word changed)."""
+ELSEWHERE_KEPT = 4
+"""The most other modules a template row names that write its text too."""
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CLASS_NAME = re.compile(r"[A-Z]\w*")
 _ERROR_LEVELS = frozenset({"error", "critical"})
@@ -81,8 +83,9 @@ class SourceTemplate:
     startup: bool
     versions: tuple[str, ...]
     source: str
-    places: int = 1
-    """How many places in the source raise this same text."""
+    elsewhere: tuple[str, ...] = ()
+    """The other modules that write this same text (a check each model's file repeats), at
+    most ``ELSEWHERE_KEPT`` of them."""
 
     @property
     def fixed_chars(self) -> int:
@@ -162,8 +165,9 @@ def _kept(row: Mapping[str, Any]) -> bool:
 
 
 def _distinct(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per text, versions merged, places counted: named after where the newest
-    release writes it (then the start-up path's first), as a report should say."""
+    """One row per text, versions merged, the other modules that write it listed: named after
+    where the newest release writes it (then the start-up path's first), as a report should
+    say."""
     by_text: dict[str, dict[str, Any]] = {}
 
     def newest_first(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -174,10 +178,13 @@ def _distinct(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for row in order:
         seen = by_text.get(row["text"])
         if seen is None:
-            by_text[row["text"]] = {**row, "versions": list(row["versions"]), "places": 1}
+            by_text[row["text"]] = {**row, "versions": list(row["versions"]), "elsewhere": []}
             continue
-        seen["places"] += 1
+        if row["module"] != seen["module"] and row["module"] not in seen["elsewhere"]:
+            seen["elsewhere"].append(row["module"])
         seen["versions"] = sorted(set(seen["versions"]) | set(row["versions"]))
+    for row in by_text.values():
+        row["elsewhere"] = sorted(row["elsewhere"])[:ELSEWHERE_KEPT]
     return sorted(by_text.values(), key=lambda r: r["id"])
 
 
@@ -210,7 +217,7 @@ def build_index(source: str, rows: Sequence[Mapping[str, Any]]) -> bytes:
             r["function"],
             int(r["startup"]),
             sum(bit[v] for v in r["versions"]),
-            r["places"],
+            r["elsewhere"],
         ]
         for r in kept
     ]
@@ -290,11 +297,13 @@ class SourceIndex:
             start, length = self._spans[chunk_no]
             chunk = json.loads(zlib.decompress(self._body[start : start + length]))
             self._chunks[chunk_no] = chunk
-        id_, text, exception, level, kind, module, function, startup, mask, places = chunk[offset]
+        id_, text, exception, level, kind, module, function, startup, mask, elsewhere = chunk[
+            offset
+        ]
         versions = tuple(v for i, v in enumerate(self.versions) if mask >> i & 1)
         return SourceTemplate(
             id_, text, exception, level, kind, module, function, bool(startup), versions,
-            self.source, places,
+            self.source, tuple(elsewhere),
         )  # fmt: skip
 
     def rows(self) -> list[SourceTemplate]:
@@ -342,12 +351,16 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
             found = _search(pattern.search, whole, spaced)
         if found is not None:
             hits.append(TemplateHit(template, _bound(found), message))
-    if not hits:
-        hits = _requoted(index, words, whole, message)
-    if not hits:
-        hits = _cut_short(index, words, whole, message)
-    if not hits:
-        hits = _reworded(index, words, whole, message)
+    if not hits or all(2 * h.template.fixed_chars < len(whole) for h in hits):
+        # none, or only templates whose holes took most of the message (``{type} is not
+        # supported.``): a longer template the message is cut or requoted from says more
+        strongest = max((h.template.fixed_chars for h in hits), default=0)
+        more = (
+            _requoted(index, words, whole, message)
+            or _cut_short(index, words, whole, message)
+            or _reworded(index, words, whole, message)
+        )
+        hits = [h for h in more if h.template.fixed_chars > strongest] or hits
     return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
 
 
@@ -396,25 +409,32 @@ def _requoted(index: SourceIndex, words: set[str], whole: str, message: str) -> 
 
 def _cut_short(index: SourceIndex, words: set[str], whole: str, message: str) -> list[TemplateHit]:
     """Templates the message begins like and ends inside of: it continues on lines the log
-    shows apart, or was cut. Values the message does not reach are left unbound."""
+    shows apart, or was cut (quotes left out of both where the log has none). Values the
+    message does not reach are left unbound."""
     hits = []
+    bare = unquoted(whole)
     for number in index.candidates(words, heads=True):
         template = index.row(number)
-        head = _head(template.text)
-        if head is None or head not in whole:
-            continue
-        try:
-            found = index.pattern(number, template.text).search(
-                whole, partial=True, timeout=_MATCH_TIMEOUT_S
-            )
-        except TimeoutError:
-            found = None
-        if found is None or not found.partial or found.start() != 0:
-            continue  # the message must begin as the template does
-        values = _values_cut_short(template.text, whole)
-        if values is None or any(len(v) > CUT_VALUE_CHARS for v in values.values()):
-            continue  # a hole that swallowed the rest of an unrelated line
-        hits.append(TemplateHit(template, values, message, cut_short=True))
+        readings = [(template.text, whole, index.pattern)]
+        if unquoted(template.text) != template.text or bare != whole:  # quotes the log dropped
+            readings.append((unquoted(template.text), bare, index.unquoted_pattern))
+        for text, said, pattern in readings:
+            head = _head(text)
+            if head is None or head not in said:
+                continue
+            try:
+                found = pattern(number, template.text).search(
+                    said, partial=True, timeout=_MATCH_TIMEOUT_S
+                )
+            except TimeoutError:
+                found = None
+            if found is None or not found.partial or found.start() != 0:
+                continue  # the message must begin as the template does
+            values = _values_cut_short(text, said)
+            if values is None or any(len(v) > CUT_VALUE_CHARS for v in values.values()):
+                continue  # a hole that swallowed the rest of an unrelated line
+            hits.append(TemplateHit(template, values, message, cut_short=True))
+            break
     return hits
 
 

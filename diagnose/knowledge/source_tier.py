@@ -41,6 +41,7 @@ from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
 from diagnose.knowledge.source_index import (
+    ELSEWHERE_KEPT,
     SourceTemplate,
     TemplateHit,
     builtin_index,
@@ -1298,15 +1299,28 @@ def _only_supported(template: str, table: mined.FlagTable) -> tuple[str, str, st
 # -- findings -----------------------------------------------------------------------------
 
 
-def _where(hit: TemplateHit, context: ReleaseContext) -> str:
-    """``SGLang 0.5.23, sglang.srt.server_args (ServerArgs.check)``."""
+def _where(hit: TemplateHit, context: ReleaseContext, raised_by: str | None = None) -> str:
+    """``SGLang 0.5.23, sglang.srt.server_args (ServerArgs.check)``, and the other modules that
+    write the same message (a check each model's file repeats); ``raised_by``, the module the
+    log's traceback names, when it is one of those."""
     template = hit.template
     if template.source == "libraries":
         library = template.id.rsplit("-", 1)[0]
         release = f"{library} {template.versions[0]}" if template.versions else library
     else:
         release = f"{context.name} {_release_words(template.versions, context)}"
-    return f"{release}, {template.module} ({template.function})"
+    if raised_by in template.elsewhere:  # the log's traceback names another that writes it
+        others = sorted({template.module, *template.elsewhere} - {raised_by})
+        return f"{release}, {raised_by}; the same words are in {_places(others)} too"
+    where = f"{release}, {template.module} ({template.function})"
+    if template.elsewhere:  # the index names one place per text: the log's may be another
+        where += f"; the same words are in {_places(template.elsewhere)} too"
+    return where
+
+
+def _places(modules: Sequence[str]) -> str:
+    named = ", ".join(modules[:-1]) + f" and {modules[-1]}" if len(modules) > 1 else modules[0]
+    return named if len(modules) < ELSEWHERE_KEPT else f"{named} (and perhaps more)"
 
 
 def _release_words(versions: Sequence[str], context: ReleaseContext) -> str:
@@ -1326,7 +1340,7 @@ def _finding(
     last_raised: str | None,
 ) -> Finding:
     template = hit.template
-    where = _where(hit, context)
+    where = _where(hit, context, _raising_module(candidate))
     fix = derive_fix(
         hit.message,
         hit.values,
