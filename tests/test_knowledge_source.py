@@ -118,6 +118,12 @@ def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
             None,
         ),
         (
+            "AttributeError: '_AsyncLLMEngine' object has no attribute '_process_worker_outputs'",
+            "vllm",
+            "0.1.4",
+            ">0.1.4",
+        ),
+        (
             "AttributeError: module 'sglang.srt.layers.quantization.deep_gemm_wrapper' has no "
             "attribute 'get_col_major_tma_aligned_tensor'. Did you mean: "
             "'get_mn_major_tma_aligned_tensor'?",
@@ -152,6 +158,14 @@ def test_a_call_or_attribute_the_engines_own_class_lacks_is_a_build_to_upgrade(
     assert cause.raised_in is not None and cause.raised_in.startswith(
         f"{ENGINE_NAMES[engine]}, {engine}."
     )
+
+
+def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:
+    message = "type object 'SpyrePlatform' has no attribute 'spyre_warmup_shapes'"
+    [found] = engine_source_findings(_view(message, engine="vllm", version="0.8.1"))
+    assert found.signature == "vllm-platform-plugin-mismatch"
+    assert found.explanation.startswith("The class `SpyrePlatform` has no attribute")
+    assert found.package is not None and found.package.name == "vllm-spyre"
 
 
 @pytest.mark.parametrize(

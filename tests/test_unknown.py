@@ -124,6 +124,22 @@ def test_an_error_at_the_end_of_a_plain_log() -> None:
     assert cause.templates[0].template.startswith("fatal: license check failed for node <NUM>")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "process_inputs() got an unexpected keyword argument 'priority'",
+        "get_kv_cache_spec() missing 1 required positional argument: 'vllm_config'",
+        "expert_indices.size(1) == args->top_k (1 vs. 6) : expert_indices dim1 must match top_k.",
+    ],
+)
+def test_an_exception_message_without_its_class_is_a_failure(line: str) -> None:
+    """A wrapper, or a poster, quotes a TypeError's message without its class, or a C++ check
+    prints its comparison: the line is the failure, not "no failure found"."""
+    cause = primary(run_text("vllm serve /models/X --tensor-parallel-size 2\n" + line + "\n"))
+    assert cause is not None
+    assert cause.evidence[-1].text == line
+
+
 def test_an_unexplained_error_whose_words_name_an_area() -> None:
     """No signature, known issue or engine message explains it: its own words name the area,
     at low confidence and with no patch."""

@@ -50,6 +50,10 @@ ERROR_NEEDLES = (
     "Stopping ",
     "Failed with result",
     "exited, code=",
+    "() got an unexpected keyword argument",
+    "() missing ",
+    "() takes ",
+    " vs. ",
 )
 """Literals that make a line matter to the tracker: error words, stops and exits."""
 
@@ -59,6 +63,10 @@ _ERROR = re.compile(
     r"|^\s*(?:[a-z_]\w*\.){2,}[A-Z]\w+: \S"  # an exception class by its module path
     r"|\bE[A-Z0-9]\d{4}: "  # an Ascend CANN error code (EJ0003: ..., EE9999: ...)
     r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] "  # glog's error and fatal levels
+    # a TypeError's message quoted without its class (by a wrapper, or pasted alone)
+    r"|^\s*(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
+    r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but )"
+    r"|\S (?:==|!=|<=|>=|<|>) \S.* \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure
 )
 _CHAINED_EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S")
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")

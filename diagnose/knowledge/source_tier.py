@@ -321,13 +321,15 @@ _OWN_CODE_MISMATCH = re.compile(
     r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
     r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
-    r"|\bAttributeError: '(?P<object>[A-Z]\w*)' object has no attribute '(?P<attribute>\w+)'"
+    r"|(?:\bAttributeError: |^\s*)(?P<type_object>type object )?'(?P<object>_?[A-Z]\w*)'"
+    r"(?(type_object)| object) has no attribute '(?P<attribute>\w+)'"
     r"|\bAttributeError: module '(?P<module>(?P<engine>vllm|sglang)\.\w+\.\w+(?:\.\w+)*)' "
     r"has no attribute '(?P<module_attribute>\w+)'"
 )
-"""A call that does not fit the callee's signature, or an attribute its object lacks, named by
-the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``), or a name
-an inner module of the engine lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``)."""
+"""A call that does not fit the callee's signature, or an attribute its object (or the class
+itself: ``type object 'X' has no attribute``) lacks, named by the class (``Builder.get_inputs()
+takes 3 positional arguments but 4 were given``), or a name an inner module of the engine
+lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``)."""
 
 
 _PUBLIC_API = frozenset(
@@ -371,7 +373,8 @@ def _plugin_mismatch(
     if found.group("owner"):
         call, how = f"`{owner}.{found.group('member')}()`", found.group("how")
     else:
-        call, how = f"A `{owner}` object", f"has no attribute '{found.group('attribute')}'"
+        call = f"The class `{owner}`" if found.group("type_object") else f"A `{owner}` object"
+        how = f"has no attribute '{found.group('attribute')}'"
     name = mined.ENGINE_NAMES.get(engine, engine)
     given = _GIVEN.search(how)
     plugin_newer = how.startswith("missing") or (
@@ -441,7 +444,8 @@ def _own_code_mismatch(
         what = f"`{call}` is called in a way it does not take ({how})"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     else:
-        what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
+        asked = f"the class `{owner}`" if found.group("type_object") else f"a `{owner}` object"
+        what = f"{asked} is asked for `{found.group('attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     spec = mined.upgrade_spec(engine, shown)
     newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
@@ -580,7 +584,7 @@ def _code_mismatch(
 
 
 _FUNCTION_CALL_MISMATCH = re.compile(
-    r"(?:\bTypeError: |: )(?P<function>[a-z]\w*)(?:\.<locals>\.(?P<inner>\w+))?\(\) "
+    r"(?:\bTypeError: |: |^\s*)(?P<function>[a-z]\w*)(?:\.<locals>\.(?P<inner>\w+))?\(\) "
     r"(?P<how>"
     r"missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'"
