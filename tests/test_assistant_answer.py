@@ -195,16 +195,17 @@ def test_a_package_change_keeps_only_a_pep_440_specifier() -> None:
         ("sglang", "sglang[srt]==0.4.0", "pin", "==0.4.0"),
         ("vllm", "0.7.3", "upgrade", ">=0.7.3"),
         ("vllm", "0.6.2", "downgrade", "==0.6.2"),
-        ("transformers", "latest", "upgrade", ""),
-        ("transformers", "transformers", "upgrade", ""),
+        ("transformers", "latest", "upgrade", "==4.57.1"),
+        ("transformers", "transformers", "upgrade", "==4.57.1"),
         ("vllm[audio]", "vllm[audio]>=0.10.0", "install", ">=0.10.0"),
     ],
 )
 def test_a_spec_written_as_models_write_it_is_read_as_pep_440(
     name: str, spec: str, action: str, written: str
 ) -> None:
-    """The package's name before the spec, a bare version, or no version: the change is kept
-    (an empty spec is later made exact by the release's requirements), not dropped."""
+    """The package's name before the spec, a bare version, or no version: the change is kept,
+    not dropped, and a change without a version takes the one the log's release pins
+    (SGLang 0.5.9 requires transformers 4.57.1)."""
     package = {"name": name, "spec": spec, "action": action}
     checked = check_answer(answer(package=package), DIGEST, SGLANG, "m", "f2")
     assert checked.finding is not None and checked.finding.package is not None

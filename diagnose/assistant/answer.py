@@ -27,7 +27,8 @@ from diagnose.core.models import (
     empty_list,
 )
 from diagnose.knowledge import mined
-from diagnose.knowledge.release_flags import checked_flags, flag_settings, flags_named_in
+from diagnose.knowledge.deferred import ReleaseFixChecks
+from diagnose.knowledge.release_flags import flag_settings, flags_named_in
 
 MAX_ANSWER_CHARS = 32_000
 """A longer message is not read (a model that rambles, or a server that sends junk)."""
@@ -238,7 +239,9 @@ def check_answer(
         system_actions=[_clean(s) for s in fix.system[:8] if _clean(s)],
         model=model,
     )
-    finding = checked_flags(finding, release.engine, release.version)
+    # the release's spellings of flags and variables, and a package change made exact (the
+    # engine's pin of a library, the release past the one shown), as for a finding of its own
+    finding = ReleaseFixChecks()(finding, release.engine, release.version)
     return Checked(finding, notes)
 
 
