@@ -36,7 +36,7 @@ from diagnose.knowledge.source_tier import (
 )
 from diagnose.library import engine_for
 from diagnose.render import render
-from tests.conftest import REPO, builtin_library, primary
+from tests.conftest import REPO, builtin_library, primary, run_text
 
 HEALTHY = sorted(
     [
@@ -158,6 +158,29 @@ def test_a_call_or_attribute_the_engines_own_class_lacks_is_a_build_to_upgrade(
     assert cause.raised_in is not None and cause.raised_in.startswith(
         f"{ENGINE_NAMES[engine]}, {engine}."
     )
+
+
+def test_a_message_logged_without_its_class_before_its_traceback_is_one_error() -> None:
+    """vLLM logs the engine's exception without its class, then the traceback that ends on it:
+    the reading of the first line (an engine class out of step) replaces the broad reading of
+    the last (one package calling into another)."""
+    prefix = "ERROR 05-26 00:17:47 [engine.py:448] "
+    site = "/usr/local/lib/python3.12/dist-packages"
+    log = "".join(
+        prefix + line + "\n"
+        for line in (
+            "'ColumnParallelLinear' object has no attribute 'input_scale'",
+            "Traceback (most recent call last):",
+            f'  File "{site}/vllm/model_executor/layers/quantization/fp8.py", line 301, in process',
+            "    input_scale=layer.input_scale,",
+            f'  File "{site}/torch/nn/modules/module.py", line 1928, in __getattr__',
+            "    raise AttributeError(",
+            "AttributeError: 'ColumnParallelLinear' object has no attribute 'input_scale'. "
+            "Did you mean: 'input_size'?",
+        )
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-own-code-mismatch"
 
 
 def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:

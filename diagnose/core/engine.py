@@ -1567,13 +1567,31 @@ def _evidence(hits: list[Hit], support: list[Hit], unit: str | None) -> list[Evi
     return evidence
 
 
+_SAME_MESSAGE_CHARS = 24
+"""The least of a line that, held whole by another, makes the two one message."""
+
+
+def _same_message(one: str, other: str) -> bool:
+    """The same line, or one message twice: vLLM logs an engine's exception without its class
+    (``'X' object has no attribute 'y'``), then the traceback ends on it with its class."""
+    if one == other:
+        return True
+    shared = next((n for n, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), 0)
+    shorter, longer = sorted((one[shared:].strip(), other[shared:].strip()), key=len)
+    return len(shorter) >= _SAME_MESSAGE_CHARS and shorter in longer  # past a shared prefix
+
+
 def _replaces(explained: Finding, broad: Finding) -> bool:
     """Whether a tier's finding names the specific cause of a broad signature's finding: on
     one of its evidence lines, or (a known issue of the same category) just before or after
     it, with more than the signature says."""
     if explained.tier == "generic":  # words say less than a signature
         return False
-    same_line = bool({e.text for e in explained.evidence} & {e.text for e in broad.evidence})
+    same_line = any(
+        _same_message(mine.text, theirs.text)
+        for mine in explained.evidence
+        for theirs in broad.evidence
+    )
     same_class_around = (  # an NCCL WARN naming the cause before the bare NCCL error,
         # or the error's own "Last error:" lines after it
         explained.tier == "known_issue"
