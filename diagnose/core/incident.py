@@ -66,7 +66,7 @@ _ERROR = re.compile(
     # a TypeError's message quoted without its class (by a wrapper, or pasted alone)
     r"|^\s*(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but )"
-    r"|\S (?:==|!=|<=|>=|<|>) \S.* \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure
+    r"| (?:==|!=|<=|>=|<|>) \S+ \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure
 )
 _CHAINED_EXCEPTION = re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): \S")
 _LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
