@@ -140,6 +140,25 @@ def test_an_exception_message_without_its_class_is_a_failure(line: str) -> None:
     assert cause.evidence[-1].text == line
 
 
+def test_a_failure_in_cuda_graph_capture_suspects_the_capture_path() -> None:
+    frames = (
+        f"(EngineCore_DP0 pid=812) ERROR 08-01 10:02:11 [core.py:700] {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py",'
+            " line 2206, in capture_model",
+            "    self._dummy_run(num_tokens, capture_attn_cudagraph=True)",
+            "RuntimeError: shared tensor 7 was freed before replay",
+        )
+    )
+    cause = primary(run_text("".join(frames)))
+    assert cause is not None and cause.category == "unknown"
+    [suspect] = cause.hypotheses
+    assert "`capture_model`" in suspect.cause and "`--enforce-eager`" in suspect.check
+    plain = primary(run_text("RuntimeError: shared tensor 7 was freed before replay\n"))
+    assert plain is not None and plain.hypotheses == []
+
+
 def test_an_unexplained_error_whose_words_name_an_area() -> None:
     """No signature, known issue or engine message explains it: its own words name the area,
     at low confidence and with no patch."""

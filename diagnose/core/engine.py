@@ -1065,6 +1065,31 @@ class Engine:
             versions=versions,
         )
 
+    def _in_graph_capture(self, failure: Failure) -> list[Hypothesis]:
+        """Where the failing traceback runs through the engine's CUDA graph capture, that
+        path as the first suspect, with the start that tells: one without the graphs."""
+        lines = [r.text for r in [*failure.first_error, *failure.traceback, *failure.last_lines]]
+        found = next((m for line in lines if (m := _GRAPH_CAPTURE.search(line))), None)
+        if found is None:
+            return []
+        engine = self._engine()
+        flags = [_NO_GRAPHS[engine]] if engine in _NO_GRAPHS else list(_NO_GRAPHS.values())
+        return [
+            Hypothesis(
+                cause=(
+                    f"The failing code runs while the engine captures CUDA graphs "
+                    f"(`{found.group('function')}`): a bug of the capture path for this model "
+                    "and these options, which a later release may fix."
+                ),
+                check=(
+                    "Start once without CUDA graphs ("
+                    + " or ".join(f"`{flag}`" for flag in flags)
+                    + "): a start that then gets past warm-up confirms it; keep that until an "
+                    "upgrade fixes the capture path."
+                ),
+            )
+        ]
+
     def _unknown(
         self,
         failure: Failure,
@@ -1217,7 +1242,7 @@ class Engine:
             hypotheses=(
                 [Hypothesis(cause=cause, check=check) for cause, check in _SILENT_DEATHS]
                 if died_silently
-                else []
+                else self._in_graph_capture(failure)
             ),
         )
         error = " ".join(r.text for r in [*failure.first_error, *failure.traceback])
@@ -1295,6 +1320,14 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
         }
     )
 
+
+_GRAPH_CAPTURE = re.compile(
+    r"(?:\bin |\.)(?P<function>\w*(?:cudagraph|cuda_graph)\w*"
+    r"|capture(?:_model|_graphs?|_one_batch_size)?\w*)\b"
+)
+"""A frame, or the code under one, in the engines' CUDA graph capture (vLLM's
+``capture_model``, ``build_for_cudagraph_capture``; SGLang's ``CudaGraphRunner.capture``)."""
+_NO_GRAPHS = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
 
 _SILENT_DEATHS = (
     (
@@ -1398,7 +1431,7 @@ def _redrawn(before: Finding, after: Finding, unit: str | None) -> Finding:
 
 def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
     """The catch-all's finding with what the unknown failure adds: how the process ended, the
-    last lines before it, and the unexplained error lines as templates."""
+    last lines before it, the unexplained error lines as templates, and its suspects."""
     have = {(e.source, e.line, e.cursor, e.text) for e in catch_all.evidence}
     extra = [e for e in unknown.evidence if (e.source, e.line, e.cursor, e.text) not in have]
     return catch_all.model_copy(
@@ -1407,6 +1440,7 @@ def _enriched(catch_all: Finding, unknown: Finding) -> Finding:
             "evidence": [*catch_all.evidence, *extra],
             "next_checks": unknown.next_checks,
             "templates": unknown.templates,
+            "hypotheses": [*catch_all.hypotheses, *unknown.hypotheses],
         }
     )
 
