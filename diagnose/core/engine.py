@@ -1322,8 +1322,7 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
 
 
 _GRAPH_CAPTURE = re.compile(
-    r"(?:\bin |\.)(?P<function>\w*(?:cudagraph|cuda_graph)\w*"
-    r"|capture(?:_model|_graphs?|_one_batch_size)?\w*)\b"
+    r"(?:\bin |\.)(?P<function>\w*(?:cudagraph|cuda_graph)\w*|capture\w*)\b"
 )
 """A frame, or the code under one, in the engines' CUDA graph capture (vLLM's
 ``capture_model``, ``build_for_cudagraph_capture``; SGLang's ``CudaGraphRunner.capture``)."""
