@@ -159,6 +159,21 @@ def test_a_failure_in_cuda_graph_capture_suspects_the_capture_path() -> None:
     assert plain is not None and plain.hypotheses == []
 
 
+def test_an_error_that_names_the_variable_it_lacks_sets_it_with_a_placeholder() -> None:
+    cause = primary(
+        run_text(
+            "ERROR 11-26 22:38:07 [engine.py:506] Please set HF_MODEL to a HuggingFace name "
+            "e.g. meta-llama/Llama-3.1-8B-Instruct\n"
+        )
+    )
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.patch is not None
+    assert cause.patch.env_set == {
+        "HF_MODEL": "<a HuggingFace name, e.g. meta-llama/Llama-3.1-8B-Instruct>"
+    }
+    assert cause.patch.placeholders()
+
+
 def test_an_unexplained_error_whose_words_name_an_area() -> None:
     """No signature, known issue or engine message explains it: its own words name the area,
     at low confidence and with no patch."""

@@ -994,6 +994,17 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "or engine message knows it, so the mechanism behind them is not confirmed."
         )
         checks.insert(0, check)
+    asked = _ASKED_VARIABLE.search(first.text)
+    patch = None
+    if asked is not None:  # the message names the variable that it lacks
+        example = (asked.group("example") or "").rstrip(".,;")
+        value = f"<{asked.group('what').strip()}{f', e.g. {example}' if example else ''}>"
+        patch = Patch(env_set={asked.group("name"): value})
+        explanation += (
+            f" The message asks for the environment variable `{asked.group('name')}`: set it "
+            "where the server starts (a placeholder below, shown and never applied until you "
+            "fill it in)."
+        )
     if package is not None:
         explanation += (
             f" Releases open such checks to a family's newer GPUs (SM 10.3, 11.0, 12.x after the "
@@ -1011,11 +1022,13 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             explanation=explanation,
             confidence=Confidence.LOW,
             evidence=[first.evidence] + ([reason.evidence] if reason is not first else []),
-            patch=None,
+            patch=patch,
             patch_note=(
                 "No setting is derived from an error the tool does not know; the upgrade is a "
                 "test, and a backend that avoids the code path the alternative."
                 if package is not None
+                else "The variable is the one the message names; its value is yours to give."
+                if patch is not None
                 else "No change can be derived from an error the tool does not know."
             ),
             package=package,
@@ -1025,6 +1038,15 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
         )
     ]
 
+
+_ASKED_VARIABLE = re.compile(
+    r"\b[Pp]lease (?:set|export|define) (?:the )?(?:environment variable )?`?"
+    r"(?P<name>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`?(?: (?:to|=) ?(?P<what>[^.;\n]{1,80}?))?"
+    r"(?:,? e\.g\.,? (?P<example>\S{1,120}))?(?:[.;]|$)"
+)
+"""An error that names the environment variable it lacks (``Please set HF_MODEL to a
+HuggingFace name e.g. meta-llama/Llama-3.1-8B-Instruct``): the change is that variable, with
+the value it describes for the user to give."""
 
 _NEWER_FAMILY_GPU = re.compile(r"\bsm_?1[0-2]\d[af]?\b", re.IGNORECASE)
 """An architecture of the Blackwell generation (SM 10.x to 12.x), whose later parts releases
