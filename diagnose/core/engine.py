@@ -77,7 +77,7 @@ from diagnose.core.signature import (
 from diagnose.core.timeline import TimelineTracker
 from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback, stops_in_frame
 from diagnose.core.units import SERVICE_PREFIX
-from diagnose.engines import cause_elsewhere_lines, death_notices, profiles
+from diagnose.engines import cause_elsewhere_lines, death_notices, profile, profiles
 from diagnose.engines.base import SERVING
 from diagnose.engines.phases import PHASE_ORDER, all_markers, launch_marker, phase_of
 
@@ -1072,8 +1072,8 @@ class Engine:
         found = next((m for line in lines if (m := _GRAPH_CAPTURE.search(line))), None)
         if found is None:
             return []
-        engine = self._engine()
-        flags = [_NO_GRAPHS[engine]] if engine in _NO_GRAPHS else list(_NO_GRAPHS.values())
+        own = profile(self._engine()).graphs_off_flag
+        flags = [own] if own else [f for p in profiles() if (f := p.graphs_off_flag)]
         return [
             Hypothesis(
                 cause=(
@@ -1326,7 +1326,6 @@ _GRAPH_CAPTURE = re.compile(
 )
 """A frame, or the code under one, in the engines' CUDA graph capture (vLLM's
 ``capture_model``, ``build_for_cudagraph_capture``; SGLang's ``CudaGraphRunner.capture``)."""
-_NO_GRAPHS = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
 
 _SILENT_DEATHS = (
     (

@@ -98,6 +98,11 @@ class EngineProfile(Protocol):
         """Prefixes of the environment variables the engine itself reads (``VLLM_``)."""
 
     @property
+    def graphs_off_flag(self) -> str | None:
+        """The launch flag that starts it without CUDA graphs (``--enforce-eager``): the test
+        of a failure in their capture."""
+
+    @property
     def code_packages(self) -> Sequence[str]:
         """Python packages of its own besides ``name`` (``sgl_kernel``): a traceback frame
         in one of them says the log is this engine's."""
@@ -131,6 +136,7 @@ class Profile(NamedTuple):
     model_positional: bool = False
     env_prefixes: tuple[str, ...] = ()
     code_packages: tuple[str, ...] = ()
+    graphs_off_flag: str | None = None
 
     def launch_start(self, argv: Sequence[str], index: int) -> int | None:
         word = argv[index]

@@ -14,6 +14,7 @@ PROFILE: EngineProfile = Profile(
     name="sglang",
     display_name="SGLang",
     prog="sglang serve",
+    graphs_off_flag="--disable-cuda-graph",
     issue_tracker="https://github.com/sgl-project/sglang/issues",
     phase_markers=(
         PhaseMarkers("launch", ("server_args=",)),

@@ -14,6 +14,7 @@ PROFILE: EngineProfile = Profile(
     name="vllm",
     display_name="vLLM",
     prog="vllm serve",
+    graphs_off_flag="--enforce-eager",
     issue_tracker="https://github.com/vllm-project/vllm/issues",
     phase_markers=(
         PhaseMarkers(

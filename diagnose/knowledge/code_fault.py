@@ -14,6 +14,7 @@ import re
 
 from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
+from diagnose.engines import profile
 from diagnose.engines.base import SERVING
 from diagnose.knowledge import mined
 from diagnose.knowledge.package_api import frame_module
@@ -44,7 +45,6 @@ _SLIP_MESSAGES = re.compile(
 )
 """Messages of a ``RuntimeError`` or ``ValueError`` that Python or torch writes for such a slip."""
 _DELIBERATE = re.compile(r"^\s*raise\b")
-_EAGER = {"sglang": "--disable-cuda-graph", "vllm": "--enforce-eager"}
 
 
 def _module(frame: str) -> tuple[str, str, str, str] | None:
@@ -120,7 +120,8 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     capture = "cuda_graph" in module or "capture" in function
     alternatives = (
         [
-            f"The fault is in CUDA graph capture: start once with `{_EAGER[engine]}` (slower, "
+            f"The fault is in CUDA graph capture: start once with "
+            f"`{profile(engine).graphs_off_flag}` (slower, "
             "but it skips the capture) to confirm, and keep it until an upgrade fixes the path."
         ]
         if capture
