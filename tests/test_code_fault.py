@@ -111,3 +111,24 @@ def test_a_slip_in_cuda_graph_capture_offers_the_eager_start_as_its_test() -> No
     cause = primary(run_text(_traceback(frames, "IndexError: list index out of range")))
     assert cause is not None and cause.signature == "engine-code-fault"
     assert any("--enforce-eager" in a for a in cause.alternatives)
+
+
+def test_a_source_checkout_worker_traceback_reads_as_the_engines_own_assert() -> None:
+    """A vLLM worker's traceback from a source checkout: relative frame paths, code lines
+    written without the process prefix their frame line has, and the engine's relay of the
+    error logged below it (which completes first)."""
+    log = (
+        '(Worker_PP0_TP3 pid=948)   File "vllm/v1/worker/gpu/cudagraph_utils.py", line 347,'
+        " in capture\n"
+        "    forward_fn = create_forward_fn(desc, warmup=True)\n"
+        '(Worker_PP0_TP3 pid=948)   File "vllm/v1/worker/mamba_utils.py", line 1001,'
+        " in _populate_metadata\n"
+        "    assert len(block_tables) == self.num_groups, (\n"
+        "(Worker_PP0_TP3 pid=948) AssertionError: expected 3 block tables, got 4\n"
+        "(EngineCore pid=680) RuntimeError: Worker failed with error 'expected 3 block tables,"
+        " got 4', please check the stack trace above for the root cause\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert "`vllm.v1.worker.mamba_utils` (`_populate_metadata`)" in cause.explanation
+    assert "assert len(block_tables) == self.num_groups" in cause.explanation

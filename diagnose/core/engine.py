@@ -816,7 +816,10 @@ class Engine:
     ) -> Finding | None:
         """The first explainer's finding for the error lines no signature explained (those
         before seq ``before`` only, when given)."""
-        records = [r for r in self.incident.unexplained if before is None or r.seq < before]
+        records = sorted(
+            (r for r in self.incident.unexplained if before is None or r.seq < before),
+            key=lambda r: r.seq,  # a traceback completes after lines written below it
+        )
         return self._explain_records(records, unit, engine)
 
     def _explained_excerpt(self, unit: str | None, engine: str | None) -> Finding | None:

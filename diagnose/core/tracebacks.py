@@ -184,6 +184,15 @@ class TracebackGrouper:
             candidate = self._open[key]
             if candidate.bare and key.split("|")[0] == base:
                 return candidate
+        newest = self._open[self._order[-1]] if self._order else None
+        if (
+            newest is not None
+            and newest.state == "frames"
+            and _HEADLESS_FRAME.match(newest.records[-1].text)
+            and record.text.startswith((" ", "\t"))
+            and not _HEADLESS_FRAME.match(record.text)
+        ):  # the code line under a prefixed frame, written with it in one go: one prefix
+            return newest
         return None
 
     def _continue(self, target: _Open, record: Record, seq: int) -> list[Event]:

@@ -62,8 +62,11 @@ _CUT_IMPORT = re.compile(
 )
 """A cut traceback's innermost frame and the import statement it stopped at (``from M import
 (A, B,`` or ``import M.sub``), as the incident keeps them (the frame, a newline, the code)."""
-_MODULE_PATH = re.compile(r"^(?:.*-packages/|.*/(?=(?:vllm|sglang)/))(?P<path>[A-Za-z_][\w/]*)$")
-"""A frame's file as a module path: under site-packages, or in an engine's source tree."""
+_MODULE_PATH = re.compile(
+    r"^(?:.*-packages/|(?:.*/)?(?=(?:vllm|sglang)/))(?P<path>[A-Za-z_][\w/]*)$"
+)
+"""A frame's file as a module path: under site-packages, or in an engine's source tree (a
+checkout's relative path, `vllm/v1/worker/x.py`, too)."""
 
 
 def frame_module(file: str) -> str | None:
