@@ -51,6 +51,7 @@ ERROR_NEEDLES = (
     "Failed with result",
     "exited, code=",
     "() got an unexpected keyword argument",
+    "() got multiple values for ",
     "() missing ",
     "() takes ",
     " vs. ",
@@ -65,6 +66,7 @@ _ERROR = re.compile(
     r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] "  # glog's error and fatal levels
     # a TypeError's message quoted without its class (by a wrapper, or pasted alone)
     r"|^\s*(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
+    r"|got multiple values for (?:keyword )?argument '"
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but )"
     r"| (?:==|!=|<=|>=|<|>) \S+ \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure
 )
