@@ -336,6 +336,21 @@ def test_a_service_links_variable_is_kubernetes() -> None:
     assert recognise(["VLLM_PORT=8000"]).kind == "unknown"
 
 
+def test_a_pod_sandbox_event_is_kubernetes_and_docker_ps_is_docker() -> None:
+    """The kubelet's sandbox failure comes before any container runs; `docker ps` lists one."""
+    sandbox = (
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = "
+        'RuntimeHandler "nvidia" not supported'
+    )
+    assert recognise([sandbox]).kind == "kubernetes"
+    listing = [
+        "CONTAINER ID   IMAGE                      COMMAND                  CREATED",
+        '33b5de2f3716   vllm/vllm-openai:v0.19.0   "vllm serve tail -f …"   6 seconds ago',
+    ]
+    assert recognise(listing).kind == "docker"
+    assert recognise(["the container id is printed below"]).kind == "unknown"
+
+
 def test_a_kubelet_container_log_file_is_kubernetes() -> None:
     """A log copied from /var/log/pods (the CRI format: stamp, stream, full or partial tag) was
     written by the kubelet's runtime; `docker logs -t` stamps alone do not say which."""

@@ -22,6 +22,7 @@ _KUBERNETES: tuple[Rule, ...] = (
     ("a service-account path", ("/var/run/secrets/kubernetes.io/",), None),
     ("kubectl", ("kubectl",), re.compile(r"\bkubectl[ \t]+(?:logs|describe|get|apply|patch)\b")),
     ("a pod's events", ("crashloopbackoff", "back-off restarting failed container"), None),
+    ("the kubelet's pod sandbox", ("failed to create pod sandbox", "failedcreatepodsandbox"), None),
     (
         "a probe failure",
         (" probe failed",),
@@ -59,6 +60,7 @@ _DOCKER: tuple[Rule, ...] = (
         None,
     ),
     ("the NVIDIA container runtime", ("nvidia-container-cli",), None),
+    ("docker ps", ("container id",), re.compile(r"CONTAINER ID +IMAGE +COMMAND")),
     (
         "Compose",
         ("container ",),
