@@ -1,9 +1,11 @@
 """Group the physical lines of a Python traceback into one event.
 
 SGLang prefixes only the first line of a traceback; the rest arrive bare, possibly with
-other ranks' prefixed lines in between. vLLM repeats its prefix on every line. So a bare
-line continues the newest open traceback of its stream (journal writer or file), and a
-prefixed line continues the traceback of its own process.
+other ranks' prefixed lines in between. vLLM repeats its prefix on every line, though a
+frame's code line, written with the frame line in one go, may come bare. So a bare line
+continues the newest open traceback of its stream (journal writer or file), or stays with the
+prefixed frame line just above it, and a prefixed line continues the traceback of its own
+process.
 """
 
 from __future__ import annotations
