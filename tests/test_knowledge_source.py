@@ -183,6 +183,28 @@ def test_a_message_logged_without_its_class_before_its_traceback_is_one_error() 
     assert cause is not None and cause.signature == "vllm-own-code-mismatch"
 
 
+def test_an_engine_class_misused_in_a_programs_frame_is_that_program_out_of_step() -> None:
+    """The engine's class asked for what it lacks by a program built on the engine (its frame
+    is the traceback's innermost): the program's release, not the engine's, is the change."""
+    site = "/opt/venv/lib/python3.10/site-packages"
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{site}/outlines/serve/vllm.py", line 60, in __init__\n'
+        "    vocab = tokenizer.get_vocab()\n"
+        "AttributeError: 'TokenizerGroup' object has no attribute 'get_vocab'\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-caller-written-for-another-release"
+    assert "`outlines.serve.vllm`" in cause.explanation
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "outlines",
+        "upgrade",
+    )
+    in_the_engine = log.replace("outlines/serve/vllm.py", "vllm/engine/llm_engine.py")
+    own = primary(run_text(in_the_engine))
+    assert own is not None and own.signature == "vllm-own-code-mismatch"
+
+
 def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:
     message = "type object 'SpyrePlatform' has no attribute 'spyre_warmup_shapes'"
     [found] = engine_source_findings(_view(message, engine="vllm", version="0.8.1"))

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.expr import nearest_choice
+from diagnose.core.expr import DISTRIBUTIONS, distribution_name, nearest_choice
 from diagnose.core.incident import clipped
 from diagnose.core.models import (
     Confidence,
@@ -447,6 +447,31 @@ def _own_code_mismatch(
         asked = f"the class `{owner}`" if found.group("type_object") else f"a `{owner}` object"
         what = f"{asked} is asked for `{found.group('attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
+    caller = _calling_program(candidate, engines)
+    if caller is not None:  # a program built on the engine, written for another release of it
+        distribution = distribution_name(DISTRIBUTIONS.get(caller, caller))
+        release = f"{name} {shown}" if shown else f"the installed {name}"
+        return _code_mismatch(
+            candidate,
+            signature=f"{engine}-caller-written-for-another-release",
+            title=f"`{caller}` uses {name}'s `{owner}` as another {name} release defines it",
+            explanation=(
+                f"{what[0].upper()}{what[1:]}. {own}, and the code that uses it is "
+                f"`{caller}`'s (`{_raising_module(candidate)}`, the traceback's innermost "
+                f"frame): a program built on {name} and written for another {name} release "
+                f"than {release}. Install the `{distribution}` release written for {release} "
+                f"(its release notes or `pip show {distribution}` name the {name} it needs), "
+                f"or the {name} release this `{distribution}` was written for."
+            ),
+            patch_note=f"No setting changes the call: `{distribution}` and {name} as a pair do.",
+            next_check=(
+                f"`pip show {distribution} {engine}` and `pip check`: the {name} the installed "
+                f"`{distribution}` declares against the one installed."
+            ),
+            raised_in=f"{name}, {module} ({owner})",
+            package=PackageAction(name=distribution, spec="", action="upgrade"),
+            confidence=Confidence.MEDIUM,  # the engine's class, the program's frame: both seen
+        )
     spec = mined.upgrade_spec(engine, shown)
     newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
     explanation = (
@@ -471,6 +496,27 @@ def _own_code_mismatch(
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
         package=PackageAction(name=engine, spec=spec, action="upgrade"),
     )
+
+
+_UNDER_THE_ENGINE = frozenset(
+    ("torch", "transformers", "tokenizers", "huggingface_hub", "triton", "flashinfer",
+     "safetensors", "ray", "xgrammar", "outlines_core", "llguidance", "numpy", "typing_extensions",
+     "pydantic", "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq", "_pytest")
+)  # fmt: skip
+"""Packages the engine itself calls or runs in: a frame of theirs that uses an engine object
+got it from the engine, so the engine's own release is the one out of step."""
+
+
+def _calling_program(candidate: Candidate, engines: Sequence[str]) -> str | None:
+    """The installed package whose code, in the traceback's innermost frame, uses the engine's
+    object: a program built on the engine (a serving wrapper, an RL framework, a plugin the
+    platform table does not know); None when that frame is the engine's own, a package under
+    it, or not under site-packages."""
+    module = _raising_module(candidate)
+    top = module.partition(".")[0] if module else None
+    if top is None or top in mined.ENGINES or top in engines or top in _UNDER_THE_ENGINE:
+        return None
+    return top
 
 
 def _engine_class(owner: str, engines: Sequence[str]) -> tuple[str, str] | None:
