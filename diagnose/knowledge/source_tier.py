@@ -501,10 +501,11 @@ def _own_code_mismatch(
 _UNDER_THE_ENGINE = frozenset(
     ("torch", "transformers", "tokenizers", "huggingface_hub", "triton", "flashinfer",
      "safetensors", "ray", "xgrammar", "outlines_core", "llguidance", "numpy", "typing_extensions",
-     "pydantic", "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq", "_pytest")
+     "pydantic", "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq")
 )  # fmt: skip
-"""Packages the engine itself calls or runs in: a frame of theirs that uses an engine object
-got it from the engine, so the engine's own release is the one out of step."""
+"""Packages the engine itself calls or runs in (its model code's libraries, its validators, its
+web server): a frame of theirs that uses an engine object got it from the engine, so the
+engine's own release is the one out of step."""
 
 
 def _calling_program(candidate: Candidate, engines: Sequence[str]) -> str | None:
