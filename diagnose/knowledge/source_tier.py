@@ -447,7 +447,8 @@ def _own_code_mismatch(
         asked = f"the class `{owner}`" if found.group("type_object") else f"a `{owner}` object"
         what = f"{asked} is asked for `{found.group('attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
-    caller = _calling_program(candidate, engines)
+    raising = _raising_module(candidate)
+    caller = _calling_program(raising)
     if caller is not None:  # a program built on the engine, written for another release of it
         distribution = distribution_name(DISTRIBUTIONS.get(caller, caller))
         release = f"{name} {shown}" if shown else f"the installed {name}"
@@ -457,7 +458,7 @@ def _own_code_mismatch(
             title=f"`{caller}` uses {name}'s `{owner}` as another {name} release defines it",
             explanation=(
                 f"{what[0].upper()}{what[1:]}. {own}, and the code that uses it is "
-                f"`{caller}`'s (`{_raising_module(candidate)}`, the traceback's innermost "
+                f"`{caller}`'s (`{raising}`, the traceback's innermost "
                 f"frame): a program built on {name} and written for another {name} release "
                 f"than {release}. Install the `{distribution}` release written for {release} "
                 f"(its release notes or `pip show {distribution}` name the {name} it needs), "
@@ -508,14 +509,13 @@ web server): a frame of theirs that uses an engine object got it from the engine
 engine's own release is the one out of step."""
 
 
-def _calling_program(candidate: Candidate, engines: Sequence[str]) -> str | None:
-    """The installed package whose code, in the traceback's innermost frame, uses the engine's
-    object: a program built on the engine (a serving wrapper, an RL framework, a plugin the
-    platform table does not know); None when that frame is the engine's own, a package under
-    it, or not under site-packages."""
-    module = _raising_module(candidate)
-    top = module.partition(".")[0] if module else None
-    if top is None or top in mined.ENGINES or top in engines or top in _UNDER_THE_ENGINE:
+def _calling_program(raising: str | None) -> str | None:
+    """The installed package whose code, in the traceback's innermost frame (``raising``, its
+    module), uses the engine's object: a program built on the engine (a serving wrapper, an RL
+    framework, a plugin the platform table does not know); None when that frame is an engine's
+    own, a package under it, or not under site-packages."""
+    top = raising.partition(".")[0] if raising else None
+    if top is None or top in mined.ENGINES or top in _UNDER_THE_ENGINE:
         return None
     return top
 
