@@ -1025,6 +1025,19 @@ def test_a_library_class_called_as_another_release_defines_it_names_the_library(
     assert attribute.package is not None and attribute.package.action == "pin"
 
 
+def test_a_library_class_spelled_in_snake_case_is_the_librarys() -> None:
+    """Triton's knobs are classes in snake case (``runtime_knobs``): an attribute one lacks is
+    the caller and Triton out of step; a snake-case name no mined library binds stays unread."""
+    cause = _cause(
+        "AttributeError: 'runtime_knobs' object has no attribute 'kernel_load_start_hook'\n"
+    )
+    assert cause.signature == "triton-called-as-another-release-defines-it"
+    assert cause.raised_in == "triton, triton.knobs (runtime_knobs)"
+    assert cause.package is not None and cause.package.name == "triton"
+    unknown = _cause("AttributeError: 'no_such_thing' object has no attribute 'kernel_load'\n")
+    assert "called-as-another-release-defines-it" not in unknown.signature
+
+
 def test_a_class_name_the_engine_binds_and_a_library_keeps_deep_inside_is_the_engines() -> None:
     """SGLang's FlashInfer backend defines its own DecodeMetadata; a FlashInfer submodule binds
     the same name, which FlashInfer's package does not export: no library lead."""

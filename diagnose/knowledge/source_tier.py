@@ -325,11 +325,14 @@ _OWN_CODE_MISMATCH = re.compile(
     r"(?(type_object)| object) has no attribute '(?P<attribute>\w+)'"
     r"|\bAttributeError: module '(?P<module>(?P<engine>vllm|sglang)\.\w+\.\w+(?:\.\w+)*)' "
     r"has no attribute '(?P<module_attribute>\w+)'"
+    r"|\bAttributeError: '(?P<snake_object>[a-z][a-z0-9]*_\w+)' object has no attribute "
+    r"'(?P<snake_attribute>\w+)'"
 )
 """A call that does not fit the callee's signature, or an attribute its object (or the class
 itself: ``type object 'X' has no attribute``) lacks, named by the class (``Builder.get_inputs()
 takes 3 positional arguments but 4 were given``), or a name an inner module of the engine
-lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``)."""
+lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``). A class spelled in snake case
+(Triton's ``'runtime_knobs' object``) is read only as a library's."""
 
 
 _PUBLIC_API = frozenset(
@@ -425,7 +428,7 @@ def _own_code_mismatch(
     not fit together (a nightly or source build, a plugin written for another release), or a
     bug a later release fixed."""
     owner = found.group("owner") or found.group("object") or found.group("module")
-    if owner in _PUBLIC_API:
+    if owner is None or owner in _PUBLIC_API:
         return None
     engine, module = (
         (found.group("engine"), owner)
@@ -548,7 +551,7 @@ def _library_code_mismatch(
     (FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper``, a torchao config), as ``found``
     matched it: the calling code, the engine's or a program's, was written for another
     release of that library."""
-    owner = found.group("owner") or found.group("object")
+    owner = found.group("owner") or found.group("object") or found.group("snake_object")
     if not owner or owner in _PUBLIC_API or owner in _PYTHON_TYPES:
         return None
     apis = mined.library_apis()
@@ -568,7 +571,8 @@ def _library_code_mismatch(
         what += f" ({found.group('how')})"
     else:
         keyword = False
-        what = f"a `{owner}` object is asked for `{found.group('attribute')}`, which it lacks"
+        attribute = found.group("attribute") or found.group("snake_attribute")
+        what = f"a `{owner}` object is asked for `{attribute}`, which it lacks"
     caller = mined.ENGINE_NAMES.get(engine or "", "the engine")
     direction = (
         f"a keyword the installed `{library}` does not take is most often one a newer "
