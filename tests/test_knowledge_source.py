@@ -205,6 +205,28 @@ def test_an_engine_class_misused_in_a_programs_frame_is_that_program_out_of_step
     assert own is not None and own.signature == "vllm-own-code-mismatch"
 
 
+def test_an_engine_class_asked_by_the_engines_own_model_code_names_that_code() -> None:
+    """A model file of the engine asks its own class for what it lacks (frames with the source
+    tree's relative paths, torch's ``__getattr__`` innermost): the report names the model code
+    that asks, and reads it as a bug of that path, not as a plugin or a port."""
+    log = (
+        'File "vllm/model_executor/model_loader/utils.py", line 61, in initialize_model\n'
+        "    model = model_class(vllm_config=vllm_config, prefix=prefix)\n"
+        'File "vllm/model_executor/models/qwen3_vl_moe.py", line 457, in __init__\n'
+        "    assert self.language_model.start_layer >= len(\n"
+        'File "torch/nn/modules/module.py", line 1964, in __getattr__\n'
+        "    raise AttributeError(...)\n"
+        "AttributeError: 'Qwen3MoeLLMForCausalLM' object has no attribute 'start_layer'\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-own-code-mismatch"
+    assert (
+        cause.raised_in == "vLLM, vllm.model_executor.models.qwen3_vl_moe (Qwen3MoeLLMForCausalLM)"
+    )
+    assert "the code that asks is vLLM's own too" in cause.explanation
+    assert "a bug of this vLLM release in the code for this model" in cause.explanation
+
+
 def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:
     message = "type object 'SpyrePlatform' has no attribute 'spyre_warmup_shapes'"
     [found] = engine_source_findings(_view(message, engine="vllm", version="0.8.1"))

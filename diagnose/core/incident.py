@@ -80,7 +80,9 @@ _BENIGN = re.compile("|".join(benign_lines()))
 _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b)')
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
-_ENGINE_FILE = re.compile(rf'File "[^"\n]*/(?:{"|".join(p.name for p in profiles())})/[^"\n]*\.py"')
+_ENGINE_FILE = re.compile(
+    rf'File "(?:[^"\n]*/)?(?:{"|".join(p.name for p in profiles())})/[^"\n]*\.py"'
+)
 """A frame in a file of an engine's own package (a release, a source tree or a fork of it)."""
 _FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)

@@ -437,6 +437,9 @@ def _own_code_mismatch(
     )
     if engine is None or engine not in engines:
         return None
+    asking = _innermost_engine_module(candidate, engine)
+    if not found.group("module") and asking in mined.modules_naming(engine, owner):
+        module = asking  # of the modules that bind the name, the one whose code asks
     name = mined.ENGINE_NAMES.get(engine, engine)
     kind = "module" if found.group("module") else "class"
     if found.group("module"):
@@ -478,15 +481,28 @@ def _own_code_mismatch(
         )
     spec = mined.upgrade_spec(engine, shown)
     newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
-    explanation = (
-        f"{what[0].upper()}{what[1:]}. {own}: the code that uses it (the engine's, or a library "
-        f"such as transformers that {name} hands it to) and the {kind} come from code that does "
-        f"not fit together. That is a bug of this {name} "
-        "build (a nightly or main-branch build above all, where one module changed before "
-        "another), or a plugin, platform port or model file written for another release. "
-        f"Install a newer {name} release{newer} (or the latest commit of a source build), and "
-        "search its issues for the message; a port or plugin needs the release it was written for."
-    )
+    if asking is not None:
+        explanation = (
+            f"{what[0].upper()}{what[1:]}. {own}, and the code that asks is {name}'s own too "
+            f"(`{asking}`, the traceback's innermost frame in the engine): the two do not fit "
+            f"together on this path. That is most often a bug of this "
+            f"{name} release in the code for this model or for an option in use (a parallel "
+            "layout, a quantization, speculative decoding), which a later release fixes; less "
+            "often, parts of two builds (a nightly or source build where one module changed "
+            f"before another). Install a newer {name} release{newer} (or the latest commit of a "
+            "source build), and search its issues for the model's name and the message; until "
+            "then, start without the option that leads into that code."
+        )
+    else:
+        explanation = (
+            f"{what[0].upper()}{what[1:]}. {own}: the code that uses it (the engine's, or a "
+            f"library such as transformers that {name} hands it to) and the {kind} come from "
+            f"code that does not fit together. That is a bug of this {name} build (a nightly or "
+            "main-branch build above all, where one module changed before another), or a "
+            "plugin, platform port or model file written for another release. Install a newer "
+            f"{name} release{newer} (or the latest commit of a source build), and search its "
+            "issues for the message; a port or plugin needs the release it was written for."
+        )
     return _code_mismatch(
         candidate,
         signature=f"{engine}-own-code-mismatch",
@@ -856,6 +872,16 @@ def _engine_wrapper_called_otherwise(
 
 
 _FRAME_FILE = re.compile(r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+')
+
+
+def _innermost_engine_module(candidate: Candidate, engine: str) -> str | None:
+    """The module of the traceback's innermost frame in ``engine``'s own code (the engine's
+    code that made the failing call, beneath any torch or library frames), if one shows."""
+    frames = "\n".join(f for f in (candidate.engine_frame, candidate.frame) if f)
+    modules = [frame_module(found.group("file")) for found in _FRAME_FILE.finditer(frames)]
+    return next(
+        (m for m in reversed(modules) if m is not None and m.partition(".")[0] == engine), None
+    )
 
 
 def _raising_module(candidate: Candidate) -> str | None:
