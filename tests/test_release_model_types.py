@@ -261,6 +261,18 @@ def test_an_engine_release_older_than_the_tables_is_upgraded_to_one_that_registe
     assert "has no implementation of it either: its model registry" not in cause.explanation
 
 
+def test_with_no_engine_shown_each_engine_that_registers_it_is_named_beside() -> None:
+    """A log of the refusal alone names no engine: the first mined release of each engine
+    that registers the model is named for an older engine, beside transformers."""
+    cause = primary(_diagnosed(_value_error("gpt_oss")))
+    assert cause is not None and cause.package is not None
+    assert cause.package.name == "transformers"
+    beside = [a for a in cause.system_actions if "upgrade it too" in a]
+    assert len(beside) == 2
+    assert any("pip install 'vllm>=" in a for a in beside)
+    assert any("pip install 'sglang>=" in a for a in beside)
+
+
 def test_with_no_engine_release_shown_the_engine_that_registers_it_is_named_beside() -> None:
     """No release in the log: transformers stays the change, and the first mined vLLM that
     registers the model is the other half for an older engine."""

@@ -245,6 +245,11 @@ def model_type_fix(finding: Finding, engine: str | None, engine_version: str | N
             return _model_needs_newer_engine(finding, engine, engine_version, registering, said)
         if registering is not None:
             finding = _engine_too_if_older(finding, engine, registering)
+    elif engine is None:  # the log does not say which engine: each one's side, where known
+        for each in mined.ENGINES:
+            registering = _first_registering(each, model_type)
+            if registering is not None:
+                finding = _engine_too_if_older(finding, each, registering)
     if engine in mined.ENGINES and engine_version is not None:
         capped = _engine_cap(engine, engine_version, known)
         if capped is not None:
