@@ -225,6 +225,7 @@ def test_an_engine_class_asked_by_the_engines_own_model_code_names_that_code() -
     )
     assert "the code that asks is vLLM's own too" in cause.explanation
     assert "a bug of this vLLM release in the code for this model" in cause.explanation
+    assert cause.category == "model_unsupported"  # the code that asks is a model's file
 
 
 def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:

@@ -74,7 +74,7 @@ def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:
     return None
 
 
-def _category(module: str) -> str:
+def module_category(module: str) -> str:
     """A model's own file: this release's code for the model; a speculative-decoding module:
     that path; anything else: the engine build (a bug a later release fixes)."""
     parts = module.split(".")
@@ -131,7 +131,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         Finding(
             id="f0",
             signature=SIGNATURE,
-            category=_category(module),
+            category=module_category(module),
             severity=Severity.ERROR,
             role=Role.ROOT_CAUSE,
             title=f"A fault in {engine_name}'s own code, in `{module}`",

@@ -37,6 +37,7 @@ from diagnose.core.models import (
 from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
+from diagnose.knowledge.code_fault import module_category
 from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
@@ -515,6 +516,7 @@ def _own_code_mismatch(
         ),
         raised_in=f"{name}, {module}" if found.group("module") else f"{name}, {module} ({owner})",
         package=PackageAction(name=engine, spec=spec, action="upgrade"),
+        category=module_category(asking) if asking else "kernel_build",
     )
 
 
@@ -627,13 +629,14 @@ def _code_mismatch(
     raised_in: str | None,
     package: PackageAction | None = None,
     confidence: Confidence = Confidence.LOW,
+    category: str = "kernel_build",
 ) -> Finding:
     """A lead of the engine-source tier: code of the engine and the code that uses it come
     from releases that do not fit together, which no setting changes."""
     return Finding(
         id="f0",
         signature=signature,
-        category="kernel_build",
+        category=category,
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
         title=title,
