@@ -59,6 +59,14 @@ def _module(frame: str) -> tuple[str, str, str, str] | None:
     return engine, module, found.group("function"), code.strip()
 
 
+def engine_place(candidate: Candidate) -> tuple[str, str, str, str] | None:
+    """The engine, module, function and code line of the traceback's innermost frame in an
+    engine's own files (the engine's call into torch or a library when that raised, else the
+    innermost frame itself); None when no frame of the candidate is the engine's."""
+    frame = candidate.engine_frame or candidate.frame
+    return _module(frame) if frame else None
+
+
 def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:
     """The exception and its message, where they read as a slip of the code: a fault class, an
     internal check (an ``assert`` of the engine's that failed, its code line shown; a bare one
@@ -91,8 +99,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     first = next(iter(incident.readable()), None)
     if first is None:
         return []
-    frame = first.engine_frame or first.frame
-    place = _module(frame) if frame else None
+    place = engine_place(first)
     if place is None or _DELIBERATE.match(place[3]):
         return []
     engine, module, function, code = place

@@ -37,7 +37,7 @@ from diagnose.core.models import (
 from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
-from diagnose.knowledge.code_fault import module_category
+from diagnose.knowledge.code_fault import engine_place, module_category
 from diagnose.knowledge.location import knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
@@ -438,7 +438,8 @@ def _own_code_mismatch(
     )
     if engine is None or engine not in engines:
         return None
-    asking = _innermost_engine_module(candidate, engine)
+    place = engine_place(candidate)
+    asking = place[1] if place is not None and place[0] == engine else None
     if not found.group("module") and asking in mined.modules_naming(engine, owner):
         module = asking  # of the modules that bind the name, the one whose code asks
     name = mined.ENGINE_NAMES.get(engine, engine)
@@ -875,16 +876,6 @@ def _engine_wrapper_called_otherwise(
 
 
 _FRAME_FILE = re.compile(r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+')
-
-
-def _innermost_engine_module(candidate: Candidate, engine: str) -> str | None:
-    """The module of the traceback's innermost frame in ``engine``'s own code (the engine's
-    code that made the failing call, beneath any torch or library frames), if one shows."""
-    frames = "\n".join(f for f in (candidate.engine_frame, candidate.frame) if f)
-    modules = [frame_module(found.group("file")) for found in _FRAME_FILE.finditer(frames)]
-    return next(
-        (m for m in reversed(modules) if m is not None and m.partition(".")[0] == engine), None
-    )
 
 
 def _raising_module(candidate: Candidate) -> str | None:
