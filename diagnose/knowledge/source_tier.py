@@ -1186,6 +1186,27 @@ that confirms it, with the values the message names (a port reading without its 
 none; an architecture reading needs the architectures, else it is None)."""
 
 
+def past_wrappers(incident: IncidentView) -> IncidentView:
+    """The incident from its first readable error that is not a wrapper: vLLM's
+    ``EngineCore failed to start.`` is logged before the traceback whose exception it reports,
+    and the tiers that read the first error read that exception."""
+    wrappers = builtin_knowledge().wrappers
+    readable = incident.readable()
+    skipped = 0
+    while (
+        wrappers is not None
+        and skipped < len(readable) - 1
+        and wrappers.search(readable[skipped].text[:MESSAGE_WORDS_CHARS])
+    ):
+        skipped += 1
+    if not skipped:
+        return incident
+    dropped = {id(candidate) for candidate in readable[:skipped]}
+    return replace(
+        incident, candidates=tuple(c for c in incident.candidates if id(c) not in dropped)
+    )
+
+
 def _wraps_or_follows(candidate: Candidate, knowledge: Knowledge) -> bool:
     """The message wraps another error or is the consequence of one."""
     text = candidate.text[:MESSAGE_WORDS_CHARS]
