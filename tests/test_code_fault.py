@@ -132,3 +132,30 @@ def test_a_source_checkout_worker_traceback_reads_as_the_engines_own_assert() ->
     assert cause is not None and cause.signature == "engine-code-fault"
     assert "`vllm.v1.worker.mamba_utils` (`_populate_metadata`)" in cause.explanation
     assert "assert len(block_tables) == self.num_groups" in cause.explanation
+
+
+def test_a_library_name_left_none_by_an_optional_import_asks_for_that_library() -> None:
+    """vLLM imports FlashInfer where it is optional and leaves its names None without it: the
+    call of FlashInfer's wrapper class fails, and the fix is the library, not an upgrade."""
+    frames = [
+        ("vllm/worker/model_runner.py", "execute_model", "self.attn_state.begin_forward(x)"),
+        (
+            "vllm/attention/backends/flashinfer.py",
+            "_get_prefill_wrapper",
+            "self._prefill_wrapper = BatchPrefillWithPagedKVCacheWrapper(",
+        ),
+    ]
+    cause = primary(run_text(_traceback(frames, "TypeError: 'NoneType' object is not callable")))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.title.startswith("`BatchPrefillWithPagedKVCacheWrapper` is None: flashinfer")
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "flashinfer-python",
+        "install",
+    )
+
+
+def test_a_none_call_of_a_name_no_library_binds_stays_a_code_fault() -> None:
+    frames = [("vllm/v1/worker/gpu_worker.py", "load_model", "self.runner = make_runner(cfg)")]
+    cause = primary(run_text(_traceback(frames, "TypeError: 'NoneType' object is not callable")))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.package is not None and cause.package.action == "upgrade"

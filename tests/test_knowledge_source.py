@@ -1137,3 +1137,16 @@ def test_a_library_template_is_not_read_into_a_message_another_package_raised() 
     assert not (plugin.raised_in or "").startswith("flashinfer")  # its template's words alone
     engine = _cause(joined.format(file="vllm/model_executor/layers/quantization/awq_marlin.py"))
     assert engine.signature == "vllm-code-misspells-a-name"
+
+
+def test_a_command_given_twice_names_the_images_entrypoint() -> None:
+    """`docker run vllm/vllm-openai vllm serve MODEL`: the entrypoint already runs `vllm serve`,
+    the repeated `vllm` is read as the model, and argparse refuses `serve MODEL`."""
+    log = "vllm: error: unrecognized arguments: serve /models/Qwen3-8B --port 8000\n"
+    cause = _cause(log, ("vllm", "0.11.0"))
+    assert cause.tier == "engine_source" and cause.category == "launch_args"
+    assert cause.title == "`vllm serve` is given twice: the image's entrypoint already runs it"
+    assert "give `/models/Qwen3-8B` first" in cause.explanation
+    assert (
+        cause.patch is None and cause.patch_note == "Change the command line by hand (see above)."
+    )

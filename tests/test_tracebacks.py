@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from diagnose.core.incident import exception_line
 from diagnose.core.records import Event
-from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, innermost_frame
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, innermost_frame, raised_message
 from diagnose.inputs.files import LogInput, events_from_lines
-from tests.conftest import INCIDENTS
+from tests.conftest import INCIDENTS, primary, run_text
 
 
 def group(lines: list[str]) -> list[Event]:
@@ -320,3 +320,25 @@ def test_a_markdown_fence_around_the_frames_does_not_end_the_traceback() -> None
     last = exception_line(traceback)
     assert last is not None and last.text.startswith("ValueError: GGUF model")
     assert innermost_frame(traceback) == f"{lines[2].strip()}\n{lines[3].strip()}"
+
+
+def test_a_raise_with_its_message_in_place_gives_the_exception_line_it_would_print() -> None:
+    code = '    raise TimeoutError("Timed out waiting for engines to send"'
+    assert raised_message(code) == "TimeoutError: Timed out waiting for engines to send"
+    assert raised_message("raise ValueError(f'Invalid value {x!r} for the backend')") == (
+        "ValueError: Invalid value {x!r} for the backend"
+    )
+    assert raised_message("raise RuntimeError(msg)") is None  # the message is not in the line
+    assert raised_message('raise KeyError("a")') is None  # too short to match a message by
+
+
+def test_a_traceback_cut_at_a_raise_is_read_by_the_message_it_raises() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", '
+        "line 496, in __init__\n"
+        '    raise TimeoutError("Timed out waiting for engines to send"\n'
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.category == "start_timeout"
+    assert cause.evidence[0].text.strip().startswith("raise TimeoutError(")

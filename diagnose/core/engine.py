@@ -75,7 +75,12 @@ from diagnose.core.signature import (
     Signature,
 )
 from diagnose.core.timeline import TimelineTracker
-from diagnose.core.tracebacks import TRACEBACK_START, starts_traceback, stops_in_frame
+from diagnose.core.tracebacks import (
+    TRACEBACK_START,
+    raised_message,
+    starts_traceback,
+    stops_in_frame,
+)
 from diagnose.core.units import SERVICE_PREFIX
 from diagnose.engines import cause_elsewhere_lines, death_notices, profile, profiles
 from diagnose.engines.base import SERVING
@@ -846,6 +851,14 @@ class Engine:
         first = min(d.seq for d in failures)
         return any(record.seq < first for record in self.incident.unexplained)
 
+    def _message_of(self, record: Record) -> str:
+        """The message a record says: a page-wrapped message whole; for a traceback cut short at
+        a ``raise`` that writes its message in place, the exception line it would have printed."""
+        text = self.incident.wrapped.get(record.seq, record.text)
+        if stops_in_frame(text, self.incident.frames.get(record.seq)):
+            return raised_message(text) or text
+        return text
+
     def _explain_records(
         self, records: Sequence[Record], unit: str | None, engine: str | None
     ) -> Finding | None:
@@ -856,7 +869,7 @@ class Engine:
 
         candidates = tuple(
             Candidate(
-                text=self.incident.wrapped.get(record.seq, record.text),
+                text=self._message_of(record),
                 evidence=_wrapped_evidence(
                     _record_evidence(record, record.ts, unit), self.incident.wrapped.get(record.seq)
                 ),

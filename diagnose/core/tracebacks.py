@@ -94,6 +94,24 @@ def marks_position(text: str) -> bool:
     return _POSITION_MARKERS.match(text) is not None
 
 
+_RAISE_WITH_MESSAGE = re.compile(
+    r"^\s*raise\s+(?:\w+\.)*(?P<exception>[A-Z]\w*)\(\s*[rbf]?(?P<quote>[\"'])"
+    r"(?P<message>[^\"'\n]{12,})(?P=quote)?\)?\s*$"
+)
+"""A ``raise`` that writes its message in place: ``raise TimeoutError("Timed out waiting ...``
+(its literal may go on, in the source, on the next line)."""
+
+
+def raised_message(code: str) -> str | None:
+    """The exception line a ``raise`` with its message in place would print (``TimeoutError:
+    Timed out waiting for engines to send``), for a traceback cut short at that line: the
+    message its exception line would have shown begins with that literal."""
+    found = _RAISE_WITH_MESSAGE.match(code)
+    if found is None:
+        return None
+    return f"{found.group('exception')}: {found.group('message').strip()}"
+
+
 def stops_in_frame(text: str, frame: str | None) -> bool:
     """Whether ``text`` is a line of ``frame`` (an innermost frame and its code line, as
     ``innermost_frame`` gives them): the traceback was cut there, before its exception, and the

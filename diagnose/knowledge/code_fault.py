@@ -93,6 +93,63 @@ def module_category(module: str) -> str:
     return "kernel_build"
 
 
+_CALLED = re.compile(r"^(?:[\w.\[\]]+\s*=\s*)?(?:return\s+|await\s+)?(?P<name>[A-Za-z_]\w*)\(")
+"""The bare name a code line calls first (``self.w = BatchPrefillWrapper(``)."""
+
+
+def _library_binding(name: str) -> tuple[str, str] | None:
+    """The mined library (as pip names it) and its module whose top level binds ``name``."""
+    for library in mined.library_apis():
+        modules = mined.modules_naming(library, name)
+        if modules:
+            return library, modules[0]
+    return None
+
+
+def _optional_import_finding(
+    first: Candidate, engine: str, module: str, code: str
+) -> Finding | None:
+    """``'NoneType' object is not callable`` at a call of a name a mined library exports: the
+    engine imports that library optionally and leaves the name None when the import fails."""
+    called = _CALLED.match(code)
+    bound = _library_binding(called.group("name")) if called else None
+    if called is None or bound is None:
+        return None
+    library, library_module = bound
+    name = called.group("name")
+    engine_name = mined.ENGINE_NAMES[engine]
+    return Finding(
+        id="f0",
+        signature=SIGNATURE,
+        category="kernel_build",
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=f"`{name}` is None: {library} did not import, and the path in use needs it",
+        explanation=(
+            f"The first error, `{first.text.strip()[:200]}`, comes from `{code[:160]}` in "
+            f"{engine_name}'s `{module}`. `{name}` is {library}'s (`{library_module}`): the "
+            f"engine imports {library} where it is optional and leaves its names None when the "
+            f"import fails, so `{name}` is None here. {library} is not installed in the server's "
+            "environment, or it is a build that does not import with this torch and CUDA, and "
+            f"the code path in use (`{module}`: a backend chosen by a flag, an environment "
+            "variable such as `VLLM_ATTENTION_BACKEND`, or by default for this GPU) needs it. "
+            f"Install {library} built for this torch and CUDA, or choose a backend that does not "
+            "need it. No signature or known issue knows this message, so treat it as a lead."
+        ),
+        confidence=Confidence.LOW,
+        evidence=[first.evidence],
+        patch=None,
+        patch_note="The package is the fix; another backend the alternative.",
+        package=PackageAction(name=library, spec="", action="install"),
+        next_checks=[
+            f"`python -c 'import {library_module.partition('.')[0]}'` in the server's "
+            "environment: the import error it shows is the one the engine hid."
+        ],
+        phase=first.phase,
+        tier="generic",
+    )
+
+
 def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     """The first error read as a slip of the engine's own code, where it was raised in (or
     through) a frame of the engine's package by a line that is no ``raise``."""
@@ -107,6 +164,10 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     if slip is None:
         return []
     name, message = slip
+    if message == "'NoneType' object is not callable":
+        optional = _optional_import_finding(first, engine, module, code)
+        if optional is not None:
+            return [optional]
     engine_name = mined.ENGINE_NAMES[engine]
     said = f"{name}: {message}" if message else name
     at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")

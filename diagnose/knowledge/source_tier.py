@@ -2092,7 +2092,10 @@ def _argparse_finding(
     unrecognized = _ARGPARSE_UNRECOGNIZED.search(text)
     ambiguous = _ARGPARSE_AMBIGUOUS.search(text)
     if unrecognized:
-        fix = _unrecognized_fix(unrecognized.group("args").split(), table, context, foreign)
+        tokens = unrecognized.group("args").split()
+        fix = _command_given_twice(tokens, context) or _unrecognized_fix(
+            tokens, table, context, foreign
+        )
     elif ambiguous:
         fix = _ambiguous_fix(ambiguous.group("flag"), table, context)
     else:
@@ -2127,9 +2130,7 @@ def _argparse_finding(
         confidence=Confidence.MEDIUM,
         evidence=[candidate.evidence],
         patch=patch,
-        patch_note=(
-            None if patch or package else "Change the flag in ExecStart by hand (see above)."
-        ),
+        patch_note=(None if patch or package else "Change the command line by hand (see above)."),
         package=package,
         next_checks=[
             f"`{'python -m sglang.launch_server' if context.engine == 'sglang' else 'vllm serve'}"
@@ -2142,6 +2143,31 @@ def _argparse_finding(
 
 
 _Fix = tuple[str, list[str], Patch | None, PackageAction | None]
+_SUBCOMMANDS = {"vllm": "vllm serve"}
+"""The command whose subcommand word a doubled command line leaves over: ``vllm serve vllm
+serve MODEL`` reads the second ``vllm`` as the model and refuses ``serve MODEL``."""
+
+
+def _command_given_twice(tokens: list[str], context: ReleaseContext) -> _Fix | None:
+    """argparse refusing the subcommand word and the model: the command was written twice,
+    most often after an image whose entrypoint already runs it."""
+    command = _SUBCOMMANDS.get(context.engine)
+    if command is None or len(tokens) < 2 or tokens[0] != command.split()[-1]:
+        return None
+    model = tokens[1]
+    return (
+        f"`{command}` is given twice: the image's entrypoint already runs it",
+        [
+            f"argparse refused `serve {model}`: the command line holds `{command}` twice, and "
+            f"the repeated `vllm` was read as the model. The vLLM images (`vllm/vllm-openai`) "
+            f"start `{command}` themselves, so what follows the image name in `docker run` (a "
+            "Compose `command:`, a pod's `args:`) are its arguments and start with the model: "
+            f"drop `{command}` there and give `{model}` first, or set the entrypoint (`docker "
+            "run --entrypoint`, the pod's `command:`) when the whole command is written out.",
+        ],
+        None,
+        None,
+    )
 
 
 def _unrecognized_fix(
