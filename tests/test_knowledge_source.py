@@ -1150,3 +1150,15 @@ def test_a_command_given_twice_names_the_images_entrypoint() -> None:
     assert (
         cause.patch is None and cause.patch_note == "Change the command line by hand (see above)."
     )
+
+
+def test_a_refused_cuda_graph_capture_size_is_a_launch_setting_a_later_release_changed() -> None:
+    """FlashAttention's full-graph builder refusing capture sizes above 992 (vLLM 0.9.2 to
+    0.11.0): the capture sizes are a launch setting, and no later release writes the check."""
+    message = "ValueError: Capture size larger than 992 is not supported for full cuda graph."
+    (found,) = engine_source_findings(_view(message, engine="vllm"))
+    assert found.category == "launch_args" and found.tier == "engine_source"
+    assert found.package is not None and (found.package.name, found.package.spec) == (
+        "vllm",
+        ">=0.12.0",
+    )

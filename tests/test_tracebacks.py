@@ -342,3 +342,18 @@ def test_a_traceback_cut_at_a_raise_is_read_by_the_message_it_raises() -> None:
     cause = primary(run_text(log))
     assert cause is not None and cause.category == "start_timeout"
     assert cause.evidence[0].text.strip().startswith("raise TimeoutError(")
+
+
+def test_pydantics_indented_lines_stay_with_its_validation_error() -> None:
+    """pydantic indents every line of its errors, a message's own line breaks included: the
+    sentence that ends a line does not end the message."""
+    events = group(
+        [
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig",
+            "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (128000).",
+            "  This effectively limits the maximum sequence length to max_num_batched_tokens and",
+            "  makes vLLM reject longer sequences.",
+            "INFO 10-02 14:22:10 [launcher.py:12] Shutting down",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3, 4], [5]]

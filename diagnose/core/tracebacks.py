@@ -49,6 +49,9 @@ _MESSAGE_GOES_ON = re.compile(
 """A sentence that only ever continues an exception's message: torch's out-of-memory message,
 which a paste often breaks into lines at its sentences (the numbers a memory setting is
 computed from are in them)."""
+_VALIDATION_ERRORS = re.compile(r"ValidationError: \d+ validation errors? for \w")
+"""pydantic's header: every line of its errors below it is indented, a message's own line
+breaks included (``  Value error, ... (128000).`` then ``  This effectively limits ...``)."""
 
 
 class _Open:
@@ -141,6 +144,10 @@ def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str 
     if code is None or _HEADLESS_EXCEPTION.match(code):
         return lines[at]
     return f"{lines[at]}\n{code}"
+
+
+def _indented_under_validation_errors(target: _Open, text: str) -> bool:
+    return text.startswith("  ") and _VALIDATION_ERRORS.search(target.records[0].text) is not None
 
 
 def _is_frame_line(text: str) -> bool:
@@ -247,6 +254,7 @@ class TracebackGrouper:
                 target.headless
                 and _ENDS_SENTENCE.search(target.records[-1].text) is not None
                 and _MESSAGE_GOES_ON.match(stripped) is None
+                and not _indented_under_validation_errors(target, text)
             )
             or (record.prefixed and not _is_frame_line(text))
             or _OTHER_WRITER.match(text) is not None
