@@ -229,3 +229,23 @@ def test_a_keyword_the_engine_dropped_leaves_the_programs_upgrade() -> None:
     finding = _program_passing("worker_use_ray", "openrlhf")
     assert checks(finding, "vllm", "0.7.0").package == finding.package
     assert checks(finding, "vllm", None).package == finding.package
+
+
+def test_with_no_release_shown_a_variable_only_later_releases_read_says_so() -> None:
+    """An older installed release ignores VLLM_ENGINE_READY_TIMEOUT_S: the note names the first
+    release that reads it; a variable every mined release reads gets no note."""
+    finding = _adding().model_copy(
+        update={
+            "patch": Patch(env_set={"VLLM_ENGINE_READY_TIMEOUT_S": "1800"}),
+            "tier": "known_issue",
+        }
+    )
+    checked = ReleaseFixChecks()(finding, "vllm", None)
+    assert checked.patch == finding.patch
+    assert "VLLM_ENGINE_READY_TIMEOUT_S is read from vLLM 0.14.1 on" in (checked.patch_note or "")
+    old = _adding().model_copy(
+        update={"patch": Patch(env_set={"VLLM_USE_MODELSCOPE": "1"}), "tier": "known_issue"}
+    )
+    assert ReleaseFixChecks()(old, "vllm", None).patch_note is None
+    by_hand = finding.model_copy(update={"tier": "signature"})  # written for its releases
+    assert ReleaseFixChecks()(by_hand, "vllm", None).patch_note is None

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from diagnose.core.models import Finding, Patch
+from diagnose.core.models import Finding
 from diagnose.core.optionlink import keyword_refusal
 from diagnose.knowledge.location import builtin_anchors, defined_by_some_release
 
@@ -100,7 +100,7 @@ class ReleaseFixChecks:
     needs it)."""
 
     def __call__(self, finding: Finding, engine: str | None, engine_version: str | None) -> Finding:
-        if finding.patch is not None and _to_check(finding.patch, engine, engine_version):
+        if finding.patch is not None and _to_check(finding, engine, engine_version):
             from diagnose.knowledge.release_flags import checked_flags
 
             finding = checked_flags(finding, engine, engine_version)
@@ -136,14 +136,27 @@ _ENGINE_PACKAGES = ("sglang", "vllm")
 names each release ships."""
 
 
-def _to_check(patch: Patch, engine: str | None, engine_version: str | None) -> bool:
+_VARIABLE_PREFIXES = {"vllm": ("VLLM_",), "sglang": ("SGLANG_", "SGL_")}
+"""How each engine's own variables begin: only those are in its release tables."""
+
+
+def _to_check(finding: Finding, engine: str | None, engine_version: str | None) -> bool:
     """Added flags or variables to read against the release in the log, or (none shown) a flag
-    that no release of the engine defines: the release tables are loaded only then."""
-    if engine is None or not (patch.args_add or patch.env_set):
+    that no release of the engine defines or, in a fix a hand signature did not write for its
+    releases, an engine variable that only later releases may read: the release tables are
+    loaded only then."""
+    patch = finding.patch
+    if engine is None or patch is None or not (patch.args_add or patch.env_set):
         return False
     flags = [w.split("=", 1)[0] for w in patch.args_add if w.startswith("--")]
-    return engine_version is not None or any(
-        not defined_by_some_release(engine, flag) for flag in flags
+    own_variables = _VARIABLE_PREFIXES.get(engine, ())
+    return (
+        engine_version is not None
+        or (
+            finding.tier != "signature"
+            and any(name.startswith(own_variables) for name in patch.env_set)
+        )
+        or any(not defined_by_some_release(engine, flag) for flag in flags)
     )
 
 

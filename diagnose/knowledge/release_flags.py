@@ -3,7 +3,8 @@
 A signature or known issue names a flag as the engines spell it today; the server in the log
 may be older or newer. A flag renamed or split since is written as that release spells it; a
 flag it dropped is left out, and said; a flag newer than it is kept with the upgrade it needs.
-Nothing changes when the log shows no release: the installed one is then unknown.
+When the log shows no release, the installed one is unknown: a flag no release has is left
+out, and a variable only later releases read is said to need them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     patch = finding.patch
     if patch is None or not (patch.args_add or patch.env_set) or engine not in mined.ENGINES:
         return finding
+    if shown is None and patch.env_set and finding.tier != "signature":
+        finding = _variables_of_later_releases(finding, engine)
     release = mined.nearest_version(engine, shown) if shown is not None else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
@@ -98,6 +101,30 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if upgrade_to is not None and finding.package is None:
         update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
     return finding.model_copy(update=update)
+
+
+def _variables_of_later_releases(finding: Finding, engine: str) -> Finding:
+    """With no release shown, a note for each variable the patch sets that only later releases
+    read: an older installed release ignores it, and the upgrade is then part of the fix (a hand
+    signature's fix is written for the releases it applies to, and is not asked)."""
+    assert finding.patch is not None
+    oldest = mined.versions(engine)[0] if mined.versions(engine) else None
+    known = mined.env_vars(engine)
+    notes = []
+    for name in finding.patch.env_set:
+        variable = known.get(name)
+        releases = variable.versions if variable is not None else ()
+        first = mined.first_release_with(engine, releases.__contains__) if releases else None
+        if first is not None and first != oldest:
+            notes.append(
+                f"{name} is read from {mined.ENGINE_NAMES[engine]} {first} on (the first mined "
+                f"release that has it); the log shows no release: on an older one, upgrade to "
+                f"{first} or later for it to take effect."
+            )
+    if not notes:
+        return finding
+    note = " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])])
+    return finding.model_copy(update={"patch_note": note})
 
 
 def _checked_variables(
