@@ -1162,3 +1162,25 @@ def test_a_refused_cuda_graph_capture_size_is_a_launch_setting_a_later_release_c
         "vllm",
         ">=0.12.0",
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "unset", "env_set"),
+    [
+        ("", ["VLLM_NVFP4_GEMM_BACKEND"], {}),  # an empty value is a value to the check
+        ("flashinfer_trtllm", [], {"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-trtllm"}),
+    ],
+)
+def test_a_refused_variable_value_is_unset_or_spelled_as_a_choice(
+    value: str, unset: list[str], env_set: dict[str, str]
+) -> None:
+    """vLLM's own check of a variable's value, its choices printed as a list: the list is one
+    value of the template's hole, not words met by chance."""
+    message = (
+        f"ValueError: Invalid value '{value}' for VLLM_NVFP4_GEMM_BACKEND. Valid options: "
+        "['flashinfer-cudnn', 'flashinfer-trtllm', 'flashinfer-cutlass', 'cutlass', 'marlin']."
+    )
+    (found,) = engine_source_findings(_view(message, engine="vllm", version="0.19.1"))
+    assert found.category == "unit_config" and found.tier == "engine_source"
+    assert found.patch is not None
+    assert (found.patch.env_unset, found.patch.env_set) == (unset, env_set)

@@ -51,3 +51,14 @@ def test_a_switch_is_named_by_every_own_word_in_its_release(
     text: str, engines: tuple[str, ...], version: str | None, switch: tuple[str, str] | None
 ) -> None:
     assert named_switch(text, engines, version) == switch
+
+
+def test_a_message_about_the_variable_it_names_is_no_switchs_component() -> None:
+    """vLLM's check of VLLM_NVFP4_GEMM_BACKEND names FlashInfer and GEMM, every own word of
+    SGLang's SGLANG_ENABLE_FLASHINFER_GEMM: the message is about the variable it names."""
+    log = (
+        "ValueError: Invalid value '' for VLLM_NVFP4_GEMM_BACKEND. Valid options: "
+        "['flashinfer-cudnn', 'flashinfer-trtllm', 'flashinfer-cutlass', 'cutlass', 'marlin'].\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature != "engine-switch-code-path"

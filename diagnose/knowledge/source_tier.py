@@ -1372,7 +1372,14 @@ def _mostly_holes(hit: TemplateHit) -> bool:
     few fixed words ("{a} is not supported for {b}") met by chance in a longer line."""
     held = [value for value in hit.values.values() if value]
     spoken = sum(len(value) for value in held)
-    return any(len(value.split()) > 2 for value in held) and 2 * spoken > len(hit.message)
+    return any(
+        len(value.split()) > 2 and not _COLLECTION.match(value) for value in held
+    ) and 2 * spoken > len(hit.message)
+
+
+_COLLECTION = re.compile(r"\s*(?:\[[^\]]*\]|\([^)]*\)|\{[^}]*\})[.,;]?\s*$")
+"""A hole that holds one value printed as a list, a tuple or a set (``['a', 'b', 'c']``): a
+value, however many words, not a sentence the template's few words met by chance."""
 
 
 def _option_judgement(template: str, context: ReleaseContext) -> Judgement:
@@ -1640,8 +1647,11 @@ def derive_fix(
         checked = _env_setting(name, value, context, fix)
         if checked is not None:
             env_set[name] = checked
-    if args_add or env_set or args_remove:
-        fix.patch = Patch(args_add=args_add, env_set=env_set, args_remove=args_remove)
+    env_unset = _refused_variable_value(message, context, env_set, fix)
+    if args_add or env_set or args_remove or env_unset:
+        fix.patch = Patch(
+            args_add=args_add, env_set=env_set, args_remove=args_remove, env_unset=env_unset
+        )
     elif not_a_choice:
         fix.notes.append(
             f"Set `{not_a_choice[0]}` to one of the values it accepts (listed above): the log "
@@ -1696,6 +1706,42 @@ def derive_fix(
             "derived from it."
         )
     return fix
+
+
+_REFUSED_VARIABLE = re.compile(
+    r"Invalid value '(?P<value>[^'\n]*)' (?:for|in) (?P<name>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b"
+)
+"""The engine's check of a variable's value (vLLM's ``Invalid value '' for
+VLLM_NVFP4_GEMM_BACKEND. Valid options: [...]``)."""
+
+
+def _refused_variable_value(
+    message: str, context: ReleaseContext, env_set: dict[str, str], fix: DerivedFix
+) -> list[str]:
+    """A variable the engine refused the value of: an empty one is unset (an empty string is a
+    value, not the default, to the check), another set to the choice nearest it, or to one the
+    user picks."""
+    refused = _REFUSED_VARIABLE.search(message)
+    declared = mined.env_vars(context.engine).get(refused.group("name")) if refused else None
+    if refused is None or declared is None:
+        return []
+    name, value = refused.group("name"), refused.group("value")
+    choices = ", ".join(f"`{c}`" for c in declared.choices or ())
+    if not value:
+        fix.sentences.append(
+            f"`{name}` is set to the empty string, which the check reads as a value and refuses"
+            f"{f' (it takes {choices})' if choices else ''}: a service or compose file that "
+            "passes an optional variable on empty does this. Remove it from the environment so "
+            "the default applies, or give it one of its values."
+        )
+        return [name]
+    near = mined.near_value(value, declared.choices or ())
+    if near is not None:
+        env_set[name] = near
+        fix.sentences.append(f"`{name}={value}` is no value it takes; the nearest is `{near}`.")
+    elif choices:
+        fix.notes.append(f"Set `{name}` to one of {choices}, or remove it for the default.")
+    return []
 
 
 _REFUSED_PAIR = re.compile(

@@ -21,6 +21,8 @@ SIGNATURE = "engine-switch-code-path"
 _SWITCH = re.compile(r"(?:VLLM|SGLANG|SGL)_(?:[A-Z0-9]+_)*?(?:USE|ENABLE)_[A-Z0-9_]+")
 """A variable that turns a component on (``VLLM_USE_DEEP_GEMM``, ``SGLANG_ENABLE_JIT_X``)."""
 _NOT_OWN = frozenset(("vllm", "sglang", "sgl", "use", "enable"))
+_ENGINE_VARIABLE = re.compile(r"\b(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+\b")
+"""An engine variable a message names outright."""
 MIN_OWN = 4
 """Two words of at least this length, besides the engine and the verb, name a component; a
 version suffix alone (``VLLM_USE_V1``) names none."""
@@ -77,6 +79,8 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
     if named is None:
         return []
     name, engine = named
+    if any(other != name for other in _ENGINE_VARIABLE.findall(first.text)):
+        return []  # the message is about the variable it names, not a switch's component
     engine_name = mined.ENGINE_NAMES[engine]
     explanation = (
         f"The first error, `{first.text.strip()[:300]}`, names the component the engine "
