@@ -1184,3 +1184,20 @@ def test_a_refused_variable_value_is_unset_or_spelled_as_a_choice(
     assert found.category == "unit_config" and found.tier == "engine_source"
     assert found.patch is not None
     assert (found.patch.env_unset, found.patch.env_set) == (unset, env_set)
+
+
+def test_a_name_the_release_does_not_register_asks_for_one_it_has_and_names_the_plugin() -> None:
+    """The registry's own list is the choice; the placeholder stays the user's to fill in (the
+    release's values check would otherwise read its example as the value)."""
+    message = (
+        "KeyError: \"Reasoning parser 'telechat' not found. Available parsers: "
+        "['deepseek_r1', 'qwen3', 'glm45']\""
+    )
+    cause = _cause(message + "\n", ("vllm", "0.19.1"))
+    assert cause.category == "launch_args"
+    assert cause.patch is not None
+    assert cause.patch.args_add == [
+        "--reasoning-parser",
+        "<one of the registered names, e.g. deepseek_r1>",
+    ]
+    assert "`--reasoning-parser-plugin`" in cause.explanation

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from diagnose.core.models import Finding, PackageAction
+from diagnose.core.models import PLACEHOLDER, Finding, PackageAction
 from diagnose.core.optionlink import keyword_refusal
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
@@ -161,8 +161,8 @@ def _release_value(
     """``value`` of ``flag`` (or of a variable) as ``release`` spells it; a note where it
     renames it or does not take it."""
     values = mined.flag_values(engine, release, flag)
-    if values is None or value in values:
-        return value
+    if values is None or value in values or PLACEHOLDER.fullmatch(value):
+        return value  # a <placeholder> is the user's to fill in
     spelled = mined.near_value(value, values)
     if spelled is not None:
         notes.append(f"{name} spells `{flag} {value}` as `{spelled}`.")

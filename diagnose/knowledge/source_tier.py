@@ -1639,7 +1639,7 @@ def derive_fix(
         if not args_add:
             allowed = _allowed_value(template, values, table, fix)
             if not (allowed or args_remove or not_a_choice or later):
-                allowed = _refused_choice(message, table, fix)
+                allowed = _refused_choice(message, table, fix) or _unknown_name(message, table, fix)
             if allowed:
                 args_add += allowed
                 args_remove.append(allowed[0])
@@ -1957,6 +1957,48 @@ def _refused_choice(message: str, table: mined.FlagTable, fix: DerivedFix) -> li
         f"and model support ({', '.join(f'`{c}`' for c in others[:12])})."
     )
     return [flag, f"<a value other than {choice}>"]
+
+
+_NOT_FOUND_NAME = re.compile(
+    r"\b(?P<what>[A-Za-z][A-Za-z ]{2,40}?) '(?P<name>[\w./:-]{1,80})' (?:was )?(?:not found|is not "
+    r"registered|is not (?:a )?(?:known|valid|supported))"
+    r"(?:\. Available \w+: (?P<available>[^\n]{1,400}))?"
+)
+"""A name looked up in a registry and missing (``Reasoning parser 'telechat' not found.
+Available parsers: [...]``)."""
+
+
+def _unknown_name(message: str, table: mined.FlagTable, fix: DerivedFix) -> list[str]:
+    """A name the release does not register, given to the option whose own words the message
+    names (``Reasoning parser`` is ``--reasoning-parser``): that option, with one of the
+    registered names for the user to pick, or the plugin option that registers more."""
+    found = _NOT_FOUND_NAME.search(message)
+    if found is None:
+        return []
+    what = {w for w in found.group("what").lower().split() if w not in _VAGUE_OPTION_WORDS}
+    options = [
+        option
+        for option in table.options
+        if len(what) >= 2 and what <= set(option.dest.split("_")) and not option.deprecated
+    ]
+    if not options:
+        return []
+    option = min(options, key=lambda o: len(o.flags[0]))
+    flag, name = option.flags[0], found.group("name")
+    plugins = [o.flags[0] for o in options if o is not option and "plugin" in o.dest]
+    available = _string_collection((found.group("available") or "").rstrip("\"'"))
+    listed = ", ".join(f"`{a}`" for a in available[:12])
+    fix.sentences.append(
+        f"`{flag} {name}` names none of the {found.group('what').strip().lower()}s this release "
+        f"registers{f' ({listed})' if listed else ''}: give one it has"
+        + (
+            f", or load the file that registers `{name}` with `{plugins[0]}` (on every node that "
+            "starts the engine)."
+            if plugins
+            else "."
+        )
+    )
+    return [flag, f"<one of the registered names{f', e.g. {available[0]}' if available else ''}>"]
 
 
 def _small(text: str) -> bool:
