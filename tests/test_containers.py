@@ -910,3 +910,13 @@ def test_every_report_names_its_deployment() -> None:
     assert json.loads(out)["deployment"]["kind"] == "systemd"
     text = run(["file", str(REPO / "fixtures/incidents/oom-kv-cache.log")]).stdout
     assert "Deployment: unknown" in text
+
+
+def test_composes_log_prefix_and_docker_cp_are_docker() -> None:
+    """`docker compose up` prefixes each line with the service and its replica number; `docker
+    cp` reports what it copied into a container. A Markdown table's row is neither."""
+    compose = "vllm-1  | ValueError: The model's max seq len (32768) is larger than the maximum"
+    assert recognise([compose]).kind == "docker"
+    copied = "Successfully copied 3.07kB to vllm_node:/workspace/exec-script.sh"
+    assert recognise([copied]).kind == "docker"
+    assert recognise(["| `VLLM_PORT` | 8000 | the API port |"]).kind == "unknown"

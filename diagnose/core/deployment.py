@@ -66,6 +66,16 @@ _DOCKER: tuple[Rule, ...] = (
         ("container ",),
         re.compile(r"\bContainer [\w.-]+[ \t]+(?:Created|Started|Recreated)\b"),
     ),
+    (
+        "Compose's log prefix (`SERVICE-1  | `)",
+        ("  | ", "-1 | ", "_1 | "),
+        re.compile(r"(?m)^[\w.-]+[-_]\d+ +\| "),
+    ),
+    (
+        "docker cp",
+        ("successfully copied",),
+        re.compile(r"Successfully copied [\d.]+\w?B to [\w.-]+:/"),
+    ),
     ("Podman", ("podman",), re.compile(r"\bpodman[ \t]+(?:run|logs|inspect)\b")),
     ("a Docker hint", ("inside a docker container", "--shm-size"), None),
     ("the SGLang image's paths", ("/sgl-workspace/",), None),
