@@ -10,10 +10,10 @@ free of files and data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from diagnose.core.incident import announces_next
-from diagnose.core.models import Evidence, Finding
+from diagnose.core.models import Confidence, Evidence, Finding, Role, Severity
 from diagnose.core.tracebacks import stops_in_frame
 
 
@@ -69,3 +69,31 @@ class PackagePins(Protocol):
     def __call__(
         self, finding: Finding, engine: str | None, engine_version: str | None
     ) -> Finding: ...
+
+
+def generic_lead(
+    candidate: Candidate,
+    *,
+    signature: str,
+    category: str,
+    title: str,
+    explanation: str,
+    evidence: list[Evidence] | None = None,
+    **fields: Any,
+) -> Finding:
+    """A generic tier's reading of the first error (``candidate``): a root cause at low
+    confidence, a lead rather than a diagnosis, with that error as its evidence."""
+    return Finding(
+        id="f0",
+        signature=signature,
+        category=category,
+        severity=Severity.ERROR,
+        role=Role.ROOT_CAUSE,
+        title=title,
+        explanation=explanation,
+        confidence=Confidence.LOW,
+        evidence=evidence or [candidate.evidence],
+        phase=candidate.phase,
+        tier="generic",
+        **fields,
+    )

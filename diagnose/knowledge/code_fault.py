@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.models import Confidence, Finding, PackageAction, Role, Severity
+from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.models import Finding, PackageAction
 from diagnose.engines import profile
 from diagnose.engines.base import SERVING
 from diagnose.knowledge import mined
@@ -118,12 +118,10 @@ def _optional_import_finding(
     library, library_module = bound
     name = called.group("name")
     engine_name = mined.ENGINE_NAMES[engine]
-    return Finding(
-        id="f0",
+    return generic_lead(
+        first,
         signature=SIGNATURE,
         category="kernel_build",
-        severity=Severity.ERROR,
-        role=Role.ROOT_CAUSE,
         title=f"`{name}` is None: {library} did not import, and the path in use needs it",
         explanation=(
             f"The first error, `{first.text.strip()[:200]}`, comes from `{code[:160]}` in "
@@ -136,8 +134,6 @@ def _optional_import_finding(
             f"Install {library} built for this torch and CUDA, or choose a backend that does not "
             "need it. No signature or known issue knows this message, so treat it as a lead."
         ),
-        confidence=Confidence.LOW,
-        evidence=[first.evidence],
         patch=None,
         patch_note="The package is the fix; another backend the alternative.",
         package=PackageAction(name=library, spec="", action="install"),
@@ -145,8 +141,6 @@ def _optional_import_finding(
             f"`python -c 'import {library_module.partition('.')[0]}'` in the server's "
             "environment: the import error it shows is the one the engine hid."
         ],
-        phase=first.phase,
-        tier="generic",
     )
 
 
@@ -196,16 +190,12 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         else []
     )
     return [
-        Finding(
-            id="f0",
+        generic_lead(
+            first,
             signature=SIGNATURE,
             category=module_category(module),
-            severity=Severity.ERROR,
-            role=Role.ROOT_CAUSE,
             title=f"A fault in {engine_name}'s own code, in `{module}`",
             explanation=explanation,
-            confidence=Confidence.LOW,
-            evidence=[first.evidence],
             patch=None,
             patch_note=(
                 "No setting is known to avoid it: the upgrade is the fix, and the option that "
@@ -217,7 +207,5 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
                 f"`pip show {engine}` for the release (a dev or source build above all); its "
                 "newer releases' notes and issues for the message or the module."
             ],
-            phase=first.phase,
-            tier="generic",
         )
     ]

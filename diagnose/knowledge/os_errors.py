@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import regex
 
-from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.models import Confidence, Finding, Role, Severity
+from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.models import Finding
 
 SIGNATURE = "os-error"
 _OS_ERROR = regex.compile(
@@ -358,24 +358,18 @@ def os_error_findings(incident: IncidentView) -> list[Finding]:
     if reading is None:
         return []
     return [
-        Finding(
-            id="f0",
+        generic_lead(
+            first,
             signature=SIGNATURE,
             category=reading.category,
-            severity=Severity.ERROR,
-            role=Role.ROOT_CAUSE,
             title=reading.title,
             explanation=(
                 f"The first error, `{first.text.strip()[:300]}`, carries the system's error "
                 f"{number} ({words}). {reading.meaning} No signature or known issue knows this "
                 "message, so the reading comes from the error number and what it names."
             ),
-            confidence=Confidence.LOW,
-            evidence=[first.evidence],
             patch=None,
             patch_note="The change depends on which of the usual causes the check confirms.",
             next_checks=[reading.check],
-            phase=first.phase,
-            tier="generic",
         )
     ]

@@ -22,7 +22,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.explain import Candidate, IncidentView, generic_lead
 from diagnose.core.expr import DISTRIBUTIONS, distribution_name, nearest_choice
 from diagnose.core.incident import clipped
 from diagnose.core.models import (
@@ -1083,15 +1083,12 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "change to try first."
         )
     return [
-        Finding(
-            id="f0",
+        generic_lead(
+            first,
             signature="message-words",
             category=category,
-            severity=Severity.ERROR,
-            role=Role.ROOT_CAUSE,
             title=title,
             explanation=explanation,
-            confidence=Confidence.LOW,
             evidence=[first.evidence] + ([reason.evidence] if reason is not first else []),
             patch=patch,
             patch_note=(
@@ -1104,8 +1101,6 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             ),
             package=package,
             next_checks=checks,
-            phase=first.phase,
-            tier="generic",
         )
     ]
 

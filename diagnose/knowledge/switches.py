@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from diagnose.core.explain import Candidate, IncidentView
-from diagnose.core.models import Confidence, Finding, Patch, Role, Severity
+from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.models import Finding, Patch
 from diagnose.core.optionlink import words_of
 from diagnose.knowledge import mined
 
@@ -91,16 +91,12 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
         "component; no signature or known issue knows this message, so treat it as a lead."
     )
     return [
-        Finding(
-            id="f0",
+        generic_lead(
+            first,
             signature=SIGNATURE,
             category="launch_args",
-            severity=Severity.ERROR,
-            role=Role.ROOT_CAUSE,
             title=f"The failure is in the component `{name}` switches on",
             explanation=explanation,
-            confidence=Confidence.LOW,
-            evidence=[first.evidence],
             patch=Patch(env_set={name: "0"}),
             patch_note=f"With `{name}=0` the engine takes the path it had before the component.",
             alternatives=[
@@ -111,7 +107,5 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
                 f"Start once with `{name}=0` in the server's environment; `env | grep {name}` "
                 "where it starts shows whether something else sets it."
             ],
-            phase=first.phase,
-            tier="generic",
         )
     ]
