@@ -63,10 +63,9 @@ class ReleaseFactsTier:
 
 class MessageWordsTier:
     """The last tier, on the first error past its wrappers: the component an engine switch
-    turns on that the first error names,
-    else a slip of the engine's own code that raised it, else the system error it carries (the
-    error number and the path or address it names), else the area its own words point at;
-    imported when first asked; no needles."""
+    turns on that the error names, else a slip of the engine's own code that raised it, else
+    the system error it carries (the error number and the path or address it names), else the
+    area its own words point at; imported when first asked; no needles."""
 
     needles: frozenset[str] = frozenset()
 

@@ -21,7 +21,7 @@ from diagnose.core.models import Finding
 SIGNATURE = "os-error"
 _OS_ERROR = regex.compile(
     r"\[Errno (?P<number>-?\d+)\] (?P<words>[^:'\n\]]+?)(?=$|[:'\")\],]| \()"
-    r"(?:: '(?P<path>[^'\n]+)'(?: -> '(?P<target>[^'\n]+)')?)?"
+    r"(?:: '(?P<path>[^'\n]+)'(?: -> '[^'\n]+')?)?"
     r"|(?P<words>[A-Z][\w ,'-]{2,60}?) \(os error (?P<number>\d+)\)"
     r"|errno: (?P<number>\d+) - (?P<words>[^\n()]+?)(?=$|[)\n])"
 )
@@ -332,11 +332,6 @@ def _reading(number: int, words: str, path: str | None, text: str) -> _Reading |
     return None
 
 
-def _path_of(found: regex.Match[str]) -> str | None:
-    path = found.group("path")
-    return path.strip() if path else None
-
-
 def _first_os_error(incident: IncidentView) -> tuple[Candidate, regex.Match[str]] | None:
     first = next(iter(incident.readable()), None)
     if first is None or first.cut_short:
@@ -353,7 +348,7 @@ def os_error_findings(incident: IncidentView) -> list[Finding]:
         return []
     first, found = read
     number, words = int(found.group("number")), found.group("words").strip()
-    path = _path_of(found)
+    path = found.group("path").strip() if found.group("path") else None
     reading = _reading(number, words, path, first.text)
     if reading is None:
         return []

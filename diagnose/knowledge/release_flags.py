@@ -31,7 +31,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if patch is None or not (patch.args_add or patch.env_set) or engine not in mined.ENGINES:
         return finding
     if shown is None and patch.env_set and finding.tier != "signature":
-        finding = _variables_of_later_releases(finding, engine)
+        finding = _variables_of_later_releases(finding, engine, list(patch.env_set))
     release = mined.nearest_version(engine, shown) if shown is not None else None
     table = mined.flag_table(engine, release) if release is not None else None
     name = f"{mined.ENGINE_NAMES[engine]} {shown}"
@@ -103,15 +103,15 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     return finding.model_copy(update=update)
 
 
-def _variables_of_later_releases(finding: Finding, engine: str) -> Finding:
-    """With no release shown, a note for each variable the patch sets that only later releases
-    read: an older installed release ignores it, and the upgrade is then part of the fix (a hand
-    signature's fix is written for the releases it applies to, and is not asked)."""
-    assert finding.patch is not None
+def _variables_of_later_releases(finding: Finding, engine: str, variables: list[str]) -> Finding:
+    """With no release shown, a note for each of the ``variables`` the patch sets that only
+    later releases read: an older installed release ignores it, and the upgrade is then part of
+    the fix (a hand signature's fix is written for the releases it applies to, and is not
+    asked)."""
     oldest = mined.versions(engine)[0] if mined.versions(engine) else None
     known = mined.env_vars(engine)
     notes = []
-    for name in finding.patch.env_set:
+    for name in variables:
         variable = known.get(name)
         releases = variable.versions if variable is not None else ()
         first = mined.first_release_with(engine, releases.__contains__) if releases else None

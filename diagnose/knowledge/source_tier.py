@@ -1970,7 +1970,7 @@ def _unknown_name(message: str, table: mined.FlagTable, fix: DerivedFix) -> list
     found = _NOT_FOUND_NAME.search(message)
     if found is None:
         return []
-    what = {w for w in found.group("what").lower().split() if w not in _VAGUE_OPTION_WORDS}
+    what = set(found.group("what").lower().split()) - _VAGUE_OPTION_WORDS - {"the", "a", "an"}
     options = [
         option
         for option in table.options
