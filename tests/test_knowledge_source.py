@@ -1201,3 +1201,14 @@ def test_a_name_the_release_does_not_register_asks_for_one_it_has_and_names_the_
         "<one of the registered names, e.g. deepseek_r1>",
     ]
     assert "`--reasoning-parser-plugin`" in cause.explanation
+
+
+def test_a_flag_no_release_of_either_engine_has_was_written_for_another_build() -> None:
+    """No mined vLLM or SGLang release defines it: a fork's, a custom build's or a plugin's,
+    which the recipe that passes it expects."""
+    cause = _cause("vllm: error: unrecognized arguments: --gdn-decode-kernel b12x\n", None)
+    assert cause.title.endswith("(in no vLLM release)")
+    assert "written for a fork or a custom build" in cause.explanation
+    assert cause.patch is not None and cause.patch.args_remove == ["--gdn-decode-kernel"]
+    other = _cause("vllm: error: unrecognized arguments: --mem-fraction-static 0.8\n", None)
+    assert "written for a fork" not in other.explanation  # SGLang's flag

@@ -38,7 +38,7 @@ from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 from diagnose.knowledge.code_fault import engine_place, module_category
-from diagnose.knowledge.location import knowledge_dir
+from diagnose.knowledge.location import defined_by_some_release, knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
 from diagnose.knowledge.source_index import (
@@ -2374,6 +2374,7 @@ def _unrecognized_fix(
                     sentences.append(
                         f"`{flag}` is not a flag of {release_name}, nor of the releases before: "
                         f"drop it with its value.{_sampling_default(flag, value, table)}"
+                        + _in_no_release(flag, context, hints)
                     )
                     remove.append(flag)
                 else:  # a switch that sets nothing here: the start needs it gone
@@ -2395,6 +2396,20 @@ def _unrecognized_fix(
         else None
     )
     return title, sentences, patch, package
+
+
+def _in_no_release(flag: str, context: ReleaseContext, hints: dict[str, str]) -> str:
+    """What a flag that no mined release of the engine defines says of the command: it was
+    written for another build of the engine."""
+    if flag[2:] in _SAMPLING or any(defined_by_some_release(e, flag) for e in mined.ENGINES):
+        return ""  # a release has it, or the other engine does
+    newest = mined.versions(context.engine)[-1] if mined.versions(context.engine) else ""
+    hints.setdefault(flag, f"in no {context.name} release")
+    return (
+        f" No {context.name} release up to {newest} has it: the command (a recipe, an image's "
+        "default arguments) was written for a fork or a custom build of the engine, or a "
+        "plugin that adds the flag. Run the build it was written for, or drop the flag."
+    )
 
 
 _SAMPLING = {"temperature", "top-p", "top-k", "min-p", "repetition-penalty", "repeat-penalty",
