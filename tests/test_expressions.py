@@ -10,6 +10,7 @@ from diagnose.core.expr import (
     ExpressionError,
     choice_list,
     nearest_choice,
+    template_fields,
     version_change,
 )
 
@@ -103,3 +104,13 @@ def test_an_ordering_of_releases_compares_their_numbers(
 )
 def test_a_member_ending_in_a_star_is_a_prefix(condition: str, value: str, holds: bool) -> None:
     assert Condition(condition).holds({"name": value}) is holds
+
+
+def test_braces_that_are_no_field_are_refused_at_load_not_dropped_when_filled() -> None:
+    """JSON or a jsonpath in a text (`{"cudagraph_mode": "PIECEWISE"}`) parses as a field
+    nothing fills, and the text would vanish from the report: it must be written `{{ }}`."""
+    with pytest.raises(ExpressionError, match="no field name"):
+        template_fields("""`--compilation-config '{"cudagraph_mode": "PIECEWISE"}'`""")
+    with pytest.raises(ExpressionError, match="no field name"):
+        template_fields("`kubectl get pod POD -o jsonpath='{.spec.containers[0].args}'`")
+    assert template_fields("""`'{{"cudagraph_mode": "PIECEWISE"}}'` at {limit}""") == {"limit"}

@@ -354,6 +354,11 @@ def template_fields(template: str) -> set[str]:
             )
         if re.search(r"\d{4}", spec or ""):
             raise ExpressionError(f"template {template!r}: format spec {spec!r} is too wide")
+        if not name.isidentifier():  # JSON in a text (`{"mode": "X"}`) reads as a field
+            raise ExpressionError(
+                f"template {template!r}: {{{name}}} is no field name; write literal braces "
+                "as {{ and }}"
+            )
     return {name for name, _, _ in fields}
 
 
