@@ -357,3 +357,17 @@ def test_pydantics_indented_lines_stay_with_its_validation_error() -> None:
         ]
     )
     assert [line_numbers(e) for e in events] == [[1, 2, 3, 4], [5]]
+
+
+def test_a_message_that_goes_on_in_an_indented_block_stays_whole() -> None:
+    """AITER prints where it failed, then its reason and advice indented below: one message,
+    though its indented lines end sentences."""
+    events = group(
+        [
+            "RuntimeError: [AITER] /workspace/aiter_meta/csrc/opus_gemm/opus_gemm.cu:540",
+            "  splitk workspace not initialized for the current CUDA stream.",
+            "  Call aiter.opus_gemm_workspace_init() before HIP graph capture.",
+            "INFO 02-03 10:00:01 [launcher.py:12] Shutting down",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]]

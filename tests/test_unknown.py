@@ -520,3 +520,15 @@ def test_a_process_that_died_without_an_error_of_its_own_gets_the_signal_causes(
     ]
     other = primary(run_text("Traceback (most recent call last):\nmypkg.WidgetError: bent\n"))
     assert other is not None and other.hypotheses == []
+
+
+def test_a_kernel_that_fails_under_graph_capture_is_read_with_the_eager_test() -> None:
+    log = (
+        "RuntimeError: [AITER] /workspace/aiter_meta/csrc/opus_gemm/opus_gemm.cu:540\n"
+        "  splitk workspace not initialized for the current CUDA stream.\n"
+        "  Call aiter.opus_gemm_workspace_init() before HIP graph capture.\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.title == "A kernel fails while the engine captures CUDA (HIP) graphs"
+    assert "`--enforce-eager`" in cause.explanation

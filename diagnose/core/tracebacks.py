@@ -146,8 +146,15 @@ def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str 
     return f"{lines[at]}\n{code}"
 
 
-def _indented_under_validation_errors(target: _Open, text: str) -> bool:
-    return text.startswith("  ") and _VALIDATION_ERRORS.search(target.records[0].text) is not None
+def _indented_continuation(target: _Open, text: str) -> bool:
+    """A line indented as the message's own lines are: pydantic's errors under their header,
+    or a message whose first line went on in an indented block (AITER's ``RuntimeError: [AITER]
+    file.cu:540`` then ``  splitk workspace ...`` and ``  Call ...``)."""
+    if not text.startswith("  "):
+        return False
+    if _VALIDATION_ERRORS.search(target.records[0].text) is not None:
+        return True
+    return len(target.records) > 1 and all(r.text.startswith("  ") for r in target.records[1:])
 
 
 def _is_frame_line(text: str) -> bool:
@@ -254,7 +261,7 @@ class TracebackGrouper:
                 target.headless
                 and _ENDS_SENTENCE.search(target.records[-1].text) is not None
                 and _MESSAGE_GOES_ON.match(stripped) is None
-                and not _indented_under_validation_errors(target, text)
+                and not _indented_continuation(target, text)
             )
             or (record.prefixed and not _is_frame_line(text))
             or _OTHER_WRITER.match(text) is not None

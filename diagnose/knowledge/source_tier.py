@@ -1175,7 +1175,33 @@ def _architecture_reading(text: str) -> tuple[str, str, str] | None:
     )
 
 
-_READINGS = {"port_in_use": _port_reading, "gpu_arch_support": _architecture_reading}
+_CAPTURE = re.compile(
+    r"\b(?:(?:cuda|hip) )?graph capture|stream capture|capture stream|ErrorStreamCapture",
+    re.IGNORECASE,
+)
+
+
+def _capture_reading(text: str) -> tuple[str, str, str] | None:
+    """A kernel that fails while CUDA (HIP) graphs are captured, as the message says."""
+    if not _CAPTURE.search(text):
+        return None
+    return (
+        "A kernel fails while the engine captures CUDA (HIP) graphs",
+        "The error says the failing kernel runs under graph capture, where it may not allocate "
+        "or set up its workspace as it does when run directly: a bug of the kernel or of how "
+        "this release warms it up before capturing. Start once without graph capture (vLLM "
+        "`--enforce-eager`, SGLang `--disable-cuda-graph`) to confirm; keep that, or capture "
+        "fewer batch sizes (`--max-num-seqs` lower, SGLang `--cuda-graph-max-bs`), until a "
+        "release of the engine or the kernel package fixes the path.",
+        "Start once with graph capture off: if the server then starts, the capture is the cause.",
+    )
+
+
+_READINGS = {
+    "port_in_use": _port_reading,
+    "gpu_arch_support": _architecture_reading,
+    "kernel_build": _capture_reading,
+}
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
 none; an architecture reading needs the architectures, else it is None)."""
