@@ -1204,7 +1204,8 @@ _READINGS = {
 }
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
-none; an architecture reading needs the architectures, else it is None)."""
+none; an architecture reading needs the architectures, a kernel-build reading the words of
+graph capture, else it is None)."""
 
 
 def past_wrappers(incident: IncidentView) -> IncidentView:
@@ -2425,8 +2426,8 @@ def _unrecognized_fix(
 
 
 def _in_no_release(flag: str, context: ReleaseContext, hints: dict[str, str]) -> str:
-    """What a flag that no mined release of the engine defines says of the command: it was
-    written for another build of the engine."""
+    """What a flag that no mined release of either engine defines says of the command: it was
+    written for another build of the engine (or a plugin)."""
     if flag[2:] in _SAMPLING or any(defined_by_some_release(e, flag) for e in mined.ENGINES):
         return ""  # a release has it, or the other engine does
     newest = mined.versions(context.engine)[-1] if mined.versions(context.engine) else ""
