@@ -10,7 +10,7 @@ free of files and data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.core.incident import announces_next
 from diagnose.core.models import Confidence, Evidence, Finding, Role, Severity
@@ -71,18 +71,21 @@ class PackagePins(Protocol):
     ) -> Finding: ...
 
 
-def generic_lead(
+def lead(
     candidate: Candidate,
     *,
     signature: str,
     category: str,
     title: str,
     explanation: str,
+    tier: Literal["generic", "engine_source"] = "generic",
+    confidence: Confidence = Confidence.LOW,
     evidence: list[Evidence] | None = None,
     **fields: Any,
 ) -> Finding:
-    """A generic tier's reading of the first error (``candidate``): a root cause at low
-    confidence, a lead rather than a diagnosis, with that error as its evidence."""
+    """A tier's reading of one error (``candidate``): a root cause, at low confidence unless
+    said, with that error as its evidence; the generic tiers' leads, and the engine-source
+    tier's readings of code that does not fit together."""
     return Finding(
         id="f0",
         signature=signature,
@@ -91,9 +94,9 @@ def generic_lead(
         role=Role.ROOT_CAUSE,
         title=title,
         explanation=explanation,
-        confidence=Confidence.LOW,
+        confidence=confidence,
         evidence=evidence or [candidate.evidence],
         phase=candidate.phase,
-        tier="generic",
+        tier=tier,
         **fields,
     )

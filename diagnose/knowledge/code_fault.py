@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.explain import Candidate, IncidentView, lead
 from diagnose.core.models import Finding, PackageAction
 from diagnose.engines import profile
 from diagnose.engines.base import SERVING
@@ -118,7 +118,7 @@ def _optional_import_finding(
     library, library_module = bound
     name = called.group("name")
     engine_name = mined.ENGINE_NAMES[engine]
-    return generic_lead(
+    return lead(
         first,
         signature=SIGNATURE,
         category="kernel_build",
@@ -190,7 +190,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         else []
     )
     return [
-        generic_lead(
+        lead(
             first,
             signature=SIGNATURE,
             category=module_category(module),

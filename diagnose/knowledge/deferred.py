@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from diagnose.core.models import Finding
 from diagnose.core.optionlink import keyword_refusal
+from diagnose.engines import profile
 from diagnose.knowledge.location import builtin_anchors, defined_by_some_release
 
 if TYPE_CHECKING:
@@ -135,10 +136,6 @@ _ENGINE_PACKAGES = ("sglang", "vllm")
 names each release ships."""
 
 
-_VARIABLE_PREFIXES = {"vllm": ("VLLM_",), "sglang": ("SGLANG_", "SGL_")}
-"""How each engine's own variables begin: only those are in its release tables."""
-
-
 def _to_check(finding: Finding, engine: str | None, engine_version: str | None) -> bool:
     """Added flags or variables to read against the release in the log, or (none shown) a flag
     that no release of the engine defines or, in a fix a hand signature did not write for its
@@ -148,7 +145,7 @@ def _to_check(finding: Finding, engine: str | None, engine_version: str | None) 
     if engine is None or patch is None or not (patch.args_add or patch.env_set):
         return False
     flags = [w.split("=", 1)[0] for w in patch.args_add if w.startswith("--")]
-    own_variables = _VARIABLE_PREFIXES.get(engine, ())
+    own_variables = tuple(profile(engine).env_prefixes)  # only those are in its tables
     return (
         engine_version is not None
         or (

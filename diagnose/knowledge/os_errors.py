@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import regex
 
-from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.explain import Candidate, IncidentView, lead
 from diagnose.core.models import Finding
 
 SIGNATURE = "os-error"
@@ -43,9 +43,6 @@ _MODEL = regex.compile(
     r"|/models?(?:/|$)|/models--|/checkpoints?/|/snapshots/|/weights?/",
     regex.IGNORECASE,
 )
-_CACHE = regex.compile(
-    r"/\.(?:cache|triton|config|nv)(?:/|$)|/torchinductor_|/tmp(?:/|$)|cache", regex.IGNORECASE
-)
 _LIBRARY = regex.compile(r"\.so(?:\.[\d.]+)?$")
 _COMPILERS = frozenset(("gcc", "cc", "c++", "g++", "clang", "nvcc", "ninja", "hipcc", "make"))
 
@@ -69,8 +66,6 @@ def _what(path: str) -> str:
         return "library"
     if _MODEL.search(path):
         return "model"
-    if _CACHE.search(path):
-        return "cache"
     return "file"
 
 
@@ -353,7 +348,7 @@ def os_error_findings(incident: IncidentView) -> list[Finding]:
     if reading is None:
         return []
     return [
-        generic_lead(
+        lead(
             first,
             signature=SIGNATURE,
             category=reading.category,

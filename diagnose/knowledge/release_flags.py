@@ -108,7 +108,7 @@ def _variables_of_later_releases(finding: Finding, engine: str, variables: list[
     later releases read: an older installed release ignores it, and the upgrade is then part of
     the fix (a hand signature's fix is written for the releases it applies to, and is not
     asked)."""
-    oldest = mined.versions(engine)[0] if mined.versions(engine) else None
+    oldest = next(iter(mined.versions(engine)), None)
     known = mined.env_vars(engine)
     notes = []
     for name in variables:

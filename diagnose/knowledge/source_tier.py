@@ -22,7 +22,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.explain import Candidate, IncidentView, lead
 from diagnose.core.expr import DISTRIBUTIONS, distribution_name, nearest_choice
 from diagnose.core.incident import clipped
 from diagnose.core.models import (
@@ -634,22 +634,18 @@ def _code_mismatch(
 ) -> Finding:
     """A lead of the engine-source tier: code of the engine and the code that uses it come
     from releases that do not fit together, which no setting changes."""
-    return Finding(
-        id="f0",
+    return lead(
+        candidate,
         signature=signature,
         category=category,
-        severity=Severity.ERROR,
-        role=Role.ROOT_CAUSE,
         title=title,
         explanation=explanation,
+        tier="engine_source",
         confidence=confidence,
-        evidence=[candidate.evidence],
         patch=None,
         patch_note=patch_note,
         package=package,
         next_checks=[next_check],
-        phase=candidate.phase,
-        tier="engine_source",
         raised_in=raised_in,
     )
 
@@ -1083,7 +1079,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "change to try first."
         )
     return [
-        generic_lead(
+        lead(
             first,
             signature="message-words",
             category=category,

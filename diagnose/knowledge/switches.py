@@ -12,17 +12,20 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from diagnose.core.explain import Candidate, IncidentView, generic_lead
+from diagnose.core.explain import Candidate, IncidentView, lead
 from diagnose.core.models import Finding, Patch
 from diagnose.core.optionlink import words_of
+from diagnose.engines import profiles
 from diagnose.knowledge import mined
 
 SIGNATURE = "engine-switch-code-path"
 _SWITCH = re.compile(r"(?:VLLM|SGLANG|SGL)_(?:[A-Z0-9]+_)*?(?:USE|ENABLE)_[A-Z0-9_]+")
 """A variable that turns a component on (``VLLM_USE_DEEP_GEMM``, ``SGLANG_ENABLE_JIT_X``)."""
 _NOT_OWN = frozenset(("vllm", "sglang", "sgl", "use", "enable"))
-_ENGINE_VARIABLE = re.compile(r"\b(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+\b")
-"""An engine variable a message names outright."""
+_ENGINE_VARIABLE = re.compile(
+    rf"\b(?:{'|'.join(prefix for each in profiles() for prefix in each.env_prefixes)})[A-Z0-9_]+\b"
+)
+"""An engine variable a message names outright (the prefixes the engines' profiles declare)."""
 MIN_OWN = 4
 """Two words of at least this length, besides the engine and the verb, name a component; a
 version suffix alone (``VLLM_USE_V1``) names none."""
@@ -91,7 +94,7 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
         "component; no signature or known issue knows this message, so treat it as a lead."
     )
     return [
-        generic_lead(
+        lead(
             first,
             signature=SIGNATURE,
             category="launch_args",
