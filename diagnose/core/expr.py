@@ -385,6 +385,7 @@ DISTRIBUTIONS = {
     "fastchat": "fschat",
     "fitz": "pymupdf",
     "flashinfer": "flashinfer-python",
+    "Flash-Attention": "flash-attn",
     "flash_attn_2_cuda": "flash-attn",
     "flash_attn_cuda": "flash-attn",
     "google": "protobuf",

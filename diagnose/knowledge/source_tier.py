@@ -1517,6 +1517,11 @@ def _finding(
             "Values in it: " + ", ".join(f"{k} = `{v}`" for k, v in bound.items()) + "."
         )
     explanation += fix.sentences
+    notes = fix.notes
+    backend = _backend_reading(template.module, context) if fix.patch is None else None
+    if backend is not None and fix.package is None:
+        explanation.append(backend[0])
+        notes = [backend[1]]
     explanation.append(
         "The cause is read from the engine's source alone, not from a hand-written signature: "
         "treat it as a lead."
@@ -1533,7 +1538,7 @@ def _finding(
         confidence=Confidence.LOW,
         evidence=[candidate.evidence],
         patch=fix.patch,
-        patch_note=" ".join(fix.notes) or None,
+        patch_note=" ".join(notes) or None,
         next_checks=fix.checks,
         package=fix.package if template.source != "libraries" else None,
         phase=candidate.phase,
@@ -1541,6 +1546,42 @@ def _finding(
         tier="engine_source",
         raised_in=where,
     )
+
+
+_ATTENTION_BACKENDS = {
+    "vllm": (("vllm.v1.attention.backends.", "vllm.attention.backends."), "TRITON_ATTN"),
+    "sglang": (("sglang.srt.layers.attention.",), "triton"),
+}
+"""Where each engine's attention backends live, and the backend that runs wherever the engine
+does (Triton's kernels, on CUDA and ROCm alike)."""
+
+
+def _backend_reading(module: str, context: ReleaseContext) -> tuple[str, str] | None:
+    """An attention backend's own check that it cannot run (its kernels missing, a shape or a
+    platform it lacks): the sentence that says so, and the note naming another backend, by
+    the launch option the release has (vLLM's variable before it had one)."""
+    places, portable = _ATTENTION_BACKENDS.get(context.engine, ((), ""))
+    if not module.startswith(places):
+        return None
+    backend = module.rsplit(".", 1)[-1]
+    table = context.table()
+    if table is not None and table.lookup("--attention-backend").outcome == "exact":
+        setting = f"`--attention-backend {portable}`"
+    elif context.engine == "vllm":
+        setting = f"`VLLM_ATTENTION_BACKEND={portable}`"
+    else:
+        return None
+    sentence = (
+        f"The check is the `{backend}` attention backend's own: that backend cannot run in this "
+        "installation (its kernels are missing, or it lacks this platform, model shape or "
+        "option), and the engine stops instead of choosing another."
+    )
+    note = (
+        f"Choose another attention backend, e.g. {setting}; where a speculative draft model "
+        "uses the backend, set `attention_backend` in `--speculative-config` instead. Or "
+        "install the build of the engine whose kernels this backend needs."
+    )
+    return sentence, note
 
 
 def _version_sentence(versions: Sequence[str], context: ReleaseContext) -> str:
