@@ -1212,3 +1212,60 @@ def test_a_flag_no_release_of_either_engine_has_was_written_for_another_build() 
     assert cause.patch is not None and cause.patch.args_remove == ["--gdn-decode-kernel"]
     other = _cause("vllm: error: unrecognized arguments: --mem-fraction-static 0.8\n", None)
     assert "written for a fork" not in other.explanation  # SGLang's flag
+
+
+def test_an_attention_backends_own_refusal_names_another_backend_by_the_releases_option() -> None:
+    """The backend cannot run here: another backend is the way on, spelled as the release
+    spells it (an option from the releases that have one), never as a patch of a guess."""
+    cause = _cause("AssertionError: FlashAttention version not detected.\n", ("vllm", "0.19.1"))
+    assert cause.tier == "engine_source"
+    assert cause.category == "launch_args"
+    assert "`flash_attn` attention backend's own" in cause.explanation
+    assert cause.patch is None
+    assert cause.patch_note is not None
+    assert "`--attention-backend TRITON_ATTN`" in cause.patch_note
+    assert "`attention_backend` in `--speculative-config`" in cause.patch_note
+
+
+def test_a_lora_check_that_a_model_lacks_support_is_the_model_with_a_release_that_dropped_it() -> (
+    None
+):
+    cause = _cause(
+        "AttributeError: To support LoRA for MoE model, 'get_expert_mapping' must be implemented\n",
+        ("vllm", "0.19.1"),
+    )
+    assert cause.tier == "engine_source"
+    assert cause.category == "model_unsupported"
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.action) == ("vllm", "upgrade")
+    assert cause.package.spec == ">=0.25.1"  # the first mined release without the check
+
+
+def test_an_engine_class_called_otherwise_from_a_programs_own_file_asks_no_engine_upgrade() -> None:
+    """The innermost frame is a program's own source (no installed package): the program and
+    the engine release are out of step, and which way is not known, so no engine change is
+    guessed (an upgrade would keep the renamed argument)."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/chatbot/app/serving.py", line 41, in build\n'
+        "    self.completion = OpenAIServingCompletion(\n"
+        "TypeError: OpenAIServingCompletion.__init__() got an unexpected keyword argument "
+        "'served_model'\n"
+    )
+    cause = _cause(log, ("vllm", "0.4.1"))
+    assert cause.signature == "program-uses-engine-api-of-another-release"
+    assert cause.package is None
+    assert "/srv/chatbot/app/serving.py" in cause.explanation
+    assert "Install a newer vLLM" not in cause.explanation
+
+
+def test_an_option_allowed_only_with_anothers_value_drops_it_and_the_options_that_turn_it_on() -> (
+    None
+):
+    cause = _cause(
+        "ValueError: data_parallel_external_lb can only be set when data_parallel_size > 1\n",
+        ("vllm", "0.22.1"),
+    )
+    assert cause.patch is not None
+    assert cause.patch.args_remove == ["--data-parallel-external-lb", "--data-parallel-rank"]
+    assert "only when `--data-parallel-size` > 1" in cause.explanation

@@ -958,11 +958,13 @@ class Engine:
         no_setting_helps = self._says_no_setting_helps(finding)
         from diagnose.core.explain import Candidate, IncidentView
 
-        candidates = tuple(
-            Candidate(text=e.message or e.text, evidence=e, phase=finding.phase)
-            for e in finding.evidence[:MAX_EVIDENCE]
-        )
-        view = IncidentView(candidates, engine, self._engine_version(engine), unit)
+        candidates = []
+        frame = None  # the last traceback frame among the lines before: where a message was raised
+        for line in finding.evidence[:MAX_EVIDENCE]:
+            text = line.message or line.text
+            candidates.append(Candidate(text=text, evidence=line, phase=finding.phase, frame=frame))
+            frame = text.strip() if _TRACEBACK_FRAME.search(text) else frame
+        view = IncidentView(tuple(candidates), engine, self._engine_version(engine), unit)
         for explainer in self.explainers:
             derived = next(iter(explainer(view)), None)
             if derived is None or derived.tier != "engine_source":
@@ -1627,6 +1629,10 @@ def _same_message(one: str, other: str) -> bool:
     shared = next((n for n, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), 0)
     shorter, longer = sorted((one[shared:].strip(), other[shared:].strip()), key=len)
     return len(shorter) >= _SAME_MESSAGE_CHARS and shorter in longer  # past a shared prefix
+
+
+_TRACEBACK_FRAME = re.compile(r'\bFile "[^"\n]+", line \d+, in ')
+"""A traceback's frame line, among a finding's evidence lines."""
 
 
 def _replaces(explained: Finding, broad: Finding) -> bool:

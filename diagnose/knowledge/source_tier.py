@@ -481,6 +481,30 @@ def _own_code_mismatch(
             package=PackageAction(name=distribution, spec="", action="upgrade"),
             confidence=Confidence.MEDIUM,  # the engine's class, the program's frame: both seen
         )
+    program_file = _program_file(candidate) if asking is None and raising is None else None
+    if program_file is not None:  # a program's own source file, not an installed package
+        return _code_mismatch(
+            candidate,
+            signature=f"{engine}-caller-written-for-another-release",
+            title=f"A program's code uses {name}'s `{owner}` as another {name} release defines it",
+            explanation=(
+                f"{what[0].upper()}{what[1:]}. {own}, and the code that uses it is "
+                f"`{program_file}`, the traceback's innermost frame: a program's own source, "
+                f"not {name}'s and not an installed package. It was written for another {name} "
+                f"release than the installed one, which renamed, moved or removed that part of "
+                f"its API (or added it later). Install the {name} release the program was "
+                "written for (its requirements or README name it), or update the program to "
+                f"the installed {name}'s API."
+            ),
+            patch_note=f"No setting changes the call: the program and {name} as a pair do.",
+            next_check=(
+                f"The program's requirements or README: the {name} release it was written for, "
+                f"against `pip show {engine}`."
+            ),
+            raised_in=f"{name}, {module} ({owner})",
+            package=None,
+            confidence=Confidence.MEDIUM,
+        )
     spec = mined.upgrade_spec(engine, shown)
     newer = f" than {shown}" if shown else f" ({spec})" if spec else ""
     if asking is not None:
@@ -872,6 +896,18 @@ def _engine_wrapper_called_otherwise(
 
 
 _FRAME_FILE = re.compile(r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+')
+
+
+def _program_file(candidate: Candidate) -> str | None:
+    """The traceback's innermost frame when its file is a program's own source: not under an
+    installed package or an engine's tree (``frame_module``), not Python's own library."""
+    frames = list(_FRAME_FILE.finditer(candidate.frame or candidate.text))
+    if not frames:
+        return None
+    file = frames[-1].group("file")
+    if frame_module(file) is not None or "/lib/python" in file or file.startswith("<"):
+        return None
+    return f"{file}.py"
 
 
 def _raising_module(candidate: Candidate) -> str | None:
@@ -1676,6 +1712,8 @@ def derive_fix(
             args_add += _adjusted_option(said, values, table, fix)
         if not args_add:
             args_add += _option_below_need(template, values, table, fix)
+        if not args_add:
+            args_remove += _only_with_another(message, table, fix)
         for removal in _REMOVE_FLAG.finditer(message):
             flag = removal.group("flag")
             if table.lookup(flag).outcome == "exact" and flag not in args_remove:
@@ -1925,6 +1963,47 @@ def _flag_setting(
         return []
     fix.sentences.append(f"The fix it names, checked against {release}'s flags: `{flag} {value}`.")
     return [flag, value]
+
+
+_ONLY_WITH = re.compile(
+    r"\b(?P<dest>[a-z][a-z0-9]*(?:_[a-z0-9]+)+) (?:can|may|must) only be (?:set|used|enabled|"
+    r"specified|given|true)(?: to \w+)? (?:when|if|with) (?P<other>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)"
+    r"(?P<condition>[^.\n]{0,40})"
+)
+"""A check that allows one option only with another's value (vLLM's ``data_parallel_external_lb
+can only be set when data_parallel_size > 1``)."""
+
+
+def _only_with_another(message: str, table: mined.FlagTable, fix: DerivedFix) -> list[str]:
+    """The flags to drop where a check allows an option only with another's value: the
+    option's own flag and the options whose help says they turn it on (``--data-parallel-rank``:
+    "When set, enables external load balancer mode"), with the other way named in words."""
+    found = _ONLY_WITH.search(message)
+    if found is None:
+        return []
+    option, other = table.setting(found.group("dest")), table.setting(found.group("other"))
+    if option is None or other is None or not option.flags[0].startswith("--"):
+        return []
+    own_words = set(found.group("dest").split("_")) - set(found.group("other").split("_"))
+    distinctive = [word for word in own_words if len(word) >= 4]
+    setters = [
+        o.flags[0]
+        for o in table.options
+        if o is not option
+        and o.flags
+        and o.flags[0].startswith("--")
+        and distinctive
+        and "enables" in (help_text := (o.help or "").lower())
+        and all(word in help_text for word in distinctive)
+    ]
+    flags = [option.flags[0], *setters]
+    turned_on = f" (which {', '.join(f'`{s}`' for s in setters)} also turns on)" if setters else ""
+    fix.sentences.append(
+        f"The check allows `{option.flags[0]}`{turned_on} only when `{other.flags[0]}`"
+        f"{found.group('condition').rstrip()}: drop it, or set `{other.flags[0]}` so that the "
+        "condition holds."
+    )
+    return flags
 
 
 def _adjusted_option(
