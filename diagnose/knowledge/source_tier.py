@@ -1384,6 +1384,8 @@ def _best_hit(
                     ),
                     (judgement, hit_context),
                 )
+            if judgement.role == "cause" and judgement.category is None:
+                judgement = _own_check(hit, source)
             if judgement.role != "cause" or judgement.category is None:
                 continue
             in_release = source == "libraries" or context.in_release(hit.template.versions)
@@ -1400,6 +1402,27 @@ def _best_hit(
         return None
     _, hit, judgement, context = min(ranked, key=lambda item: item[0])
     return hit, judgement, context, last_raised.get(hit.template.source)
+
+
+_OWN_CHECKS = frozenset(
+    ("ValueError", "NotImplementedError", "AssertionError", "RuntimeError", "KeyError")
+)
+"""Exceptions an engine raises from its own checks of what it was asked to run."""
+
+
+def _own_check(hit: TemplateHit, source: str) -> Judgement:
+    """A sentence the engine raises on its start-up path that no rule names a category for:
+    the category of the code that raises it (a model's file, speculative decoding, the rest of
+    the build), as a lead. A library's message, a log line, a few words, stay unread."""
+    template = hit.template
+    if (
+        source not in mined.ENGINES
+        or not template.startup
+        or template.exception not in _OWN_CHECKS
+        or len(fixed_text(template.text).split()) < 5
+    ):
+        return Judgement(None, "cause")
+    return Judgement(module_category(template.module), "cause")
 
 
 def _releases_apart(versions: Sequence[str], known: Sequence[str], shown: str | None) -> int:
