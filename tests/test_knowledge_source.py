@@ -1269,3 +1269,20 @@ def test_an_option_allowed_only_with_anothers_value_drops_it_and_the_options_tha
     assert cause.patch is not None
     assert cause.patch.args_remove == ["--data-parallel-external-lb", "--data-parallel-rank"]
     assert "only when `--data-parallel-size` > 1" in cause.explanation
+
+
+def test_an_engine_check_no_rule_names_reads_by_its_code_and_a_wrapper_stays_unread() -> None:
+    """An assertion of the engine's own start-up code is a lead in the category of the code
+    that raises it; a message that only reports another (``See stack trace``) is never one."""
+    check = _cause(
+        "AssertionError: Error in memory profiling. Initial free memory 30.3 GiB, current free "
+        "memory 30.3 GiB. This happens when other processes sharing the same container release "
+        "GPU memory while vLLM is profiling during initialization.\n",
+        ("vllm", "0.14.1"),
+    )
+    assert (check.tier, check.category) == ("engine_source", "kernel_build")
+    wrapper = _cause(
+        "RuntimeError: Engine process failed to start. See stack trace for the root cause.\n",
+        ("vllm", "0.14.1"),
+    )
+    assert wrapper.tier != "engine_source"

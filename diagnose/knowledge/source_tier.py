@@ -1410,6 +1410,15 @@ _OWN_CHECKS = frozenset(
 """Exceptions an engine raises from its own checks of what it was asked to run."""
 
 
+_POINTS_ELSEWHERE = re.compile(
+    r"\bsee (?:the )?(?:stack ?trace|root cause|above|below|logs?|errors?)\b|failed to start"
+    r"|initiali[sz]ation failed|\bfailed\.?$",
+    re.IGNORECASE,
+)
+"""A message that reports another one (``Engine core initialization failed. See root cause
+above.``): a wrapper, never the cause."""
+
+
 def _own_check(hit: TemplateHit, source: str) -> Judgement:
     """A sentence the engine raises on its start-up path that no rule names a category for:
     the category of the code that raises it (a model's file, speculative decoding, the rest of
@@ -1420,6 +1429,7 @@ def _own_check(hit: TemplateHit, source: str) -> Judgement:
         or not template.startup
         or template.exception not in _OWN_CHECKS
         or len(fixed_text(template.text).split()) < 5
+        or _POINTS_ELSEWHERE.search(template.text)
     ):
         return Judgement(None, "cause")
     return Judgement(module_category(template.module), "cause")
