@@ -77,6 +77,7 @@ from diagnose.core.signature import (
 from diagnose.core.timeline import TimelineTracker
 from diagnose.core.tracebacks import (
     TRACEBACK_START,
+    names_frame,
     raised_message,
     starts_traceback,
     stops_in_frame,
@@ -963,7 +964,7 @@ class Engine:
         for line in finding.evidence[:MAX_EVIDENCE]:
             text = line.message or line.text
             candidates.append(Candidate(text=text, evidence=line, phase=finding.phase, frame=frame))
-            frame = text.strip() if _TRACEBACK_FRAME.search(text) else frame
+            frame = text.strip() if names_frame(text) else frame
         view = IncidentView(tuple(candidates), engine, self._engine_version(engine), unit)
         for explainer in self.explainers:
             derived = next(iter(explainer(view)), None)
@@ -1629,10 +1630,6 @@ def _same_message(one: str, other: str) -> bool:
     shared = next((n for n, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), 0)
     shorter, longer = sorted((one[shared:].strip(), other[shared:].strip()), key=len)
     return len(shorter) >= _SAME_MESSAGE_CHARS and shorter in longer  # past a shared prefix
-
-
-_TRACEBACK_FRAME = re.compile(r'\bFile "[^"\n]+", line \d+, in ')
-"""A traceback's frame line, among a finding's evidence lines."""
 
 
 def _replaces(explained: Finding, broad: Finding) -> bool:

@@ -115,6 +115,12 @@ def raised_message(code: str) -> str | None:
     return f"{found.group('exception')}: {found.group('message').strip()}"
 
 
+def names_frame(text: str) -> bool:
+    """Whether ``text`` holds a traceback's frame line (``File "x.py", line 12, in f``), after
+    any prefix a log gave it."""
+    return _HEADLESS_FRAME.search(text) is not None
+
+
 def stops_in_frame(text: str, frame: str | None) -> bool:
     """Whether ``text`` is a line of ``frame`` (an innermost frame and its code line, as
     ``innermost_frame`` gives them): the traceback was cut there, before its exception, and the

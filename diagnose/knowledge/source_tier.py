@@ -898,14 +898,18 @@ def _engine_wrapper_called_otherwise(
 _FRAME_FILE = re.compile(r'File "(?P<file>[^"\n]+?)(?:/__init__)?\.py", line \d+')
 
 
+def _innermost_file(candidate: Candidate) -> str | None:
+    """The file (without ``.py``) of the candidate's innermost frame, or of the last frame a
+    message pasted on one line carries before it."""
+    frames = list(_FRAME_FILE.finditer(candidate.frame or candidate.text))
+    return frames[-1].group("file") if frames else None
+
+
 def _program_file(candidate: Candidate) -> str | None:
     """The traceback's innermost frame when its file is a program's own source: not under an
     installed package or an engine's tree (``frame_module``), not Python's own library."""
-    frames = list(_FRAME_FILE.finditer(candidate.frame or candidate.text))
-    if not frames:
-        return None
-    file = frames[-1].group("file")
-    if frame_module(file) is not None or "/lib/python" in file or file.startswith("<"):
+    file = _innermost_file(candidate)
+    if file is None or file.startswith("<") or "/lib/python" in file or frame_module(file):
         return None
     return f"{file}.py"
 
@@ -914,8 +918,8 @@ def _raising_module(candidate: Candidate) -> str | None:
     """The module whose code raised the candidate's message: its traceback's innermost frame,
     or the last frame a message pasted on one line carries before it; None when neither shows
     one under site-packages or an engine's source tree."""
-    frames = list(_FRAME_FILE.finditer(candidate.frame or candidate.text))
-    return frame_module(frames[-1].group("file")) if frames else None
+    file = _innermost_file(candidate)
+    return frame_module(file) if file is not None else None
 
 
 _SUGGESTED_NAME = re.compile(
