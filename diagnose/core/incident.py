@@ -81,9 +81,10 @@ _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b)
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
 _ENGINE_FILE = re.compile(
-    rf'File "(?:[^"\n]*/)?(?:{"|".join(p.name for p in profiles())})/[^"\n]*\.py"'
+    rf'File "(?:[^"\n]*/)?(?:{"|".join(p.name for p in profiles())})(?:_[a-z]\w*)?/[^"\n]*\.py"'
 )
-"""A frame in a file of an engine's own package (a release, a source tree or a fork of it)."""
+"""A frame in a file of an engine's own package (a release, a source tree or a fork of it) or
+of a package named after it (a platform plugin such as ``vllm_ascend``)."""
 _FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)
 requests.exceptions.ConnectionError: ...``): a traceback pasted with its line breaks lost."""
@@ -303,11 +304,16 @@ class IncidentTracker:
             self.wrapped[first.seq] = " ".join(r.text.strip() for r in event.records)
         if starts_traceback(first.text) and len(self.frames) < MAX_UNEXPLAINED:
             frame = innermost_frame(event)
-            if frame is not None:
-                self.frames[error[-1].seq] = frame
+            if frame is not None:  # by the exception's last line, its first where it went
+                # on over more, and the line that names the exception where a line of another
+                # kind came after it (the lines a tier may read it from)
                 own = innermost_frame(event, _ENGINE_FILE)
-                if own is not None and own != frame:
-                    self.engine_frames[error[-1].seq] = own
+                raised = raised_line(event)
+                lines = {error[0].seq, error[-1].seq} | ({raised.seq} if raised else set())
+                for line in lines:
+                    self.frames[line] = frame
+                    if own is not None and own != frame:
+                        self.engine_frames[line] = own
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)

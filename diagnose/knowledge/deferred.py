@@ -64,7 +64,8 @@ class ReleaseFactsTier:
 
 class MessageWordsTier:
     """The last tier, on the first error past its wrappers: the component an engine switch
-    turns on that the error names, else a slip of the engine's own code that raised it, else
+    turns on that the error names, else the feature a two-way flag turns on that it refuses,
+    else a slip of the engine's own code that raised it, else
     the system error it carries (the error number and the path or address it names), else the
     area its own words point at; imported when first asked; no needles."""
 
@@ -74,11 +75,12 @@ class MessageWordsTier:
         from diagnose.knowledge.code_fault import engine_code_fault_findings
         from diagnose.knowledge.os_errors import os_error_findings
         from diagnose.knowledge.source_tier import message_words_findings, past_wrappers
-        from diagnose.knowledge.switches import engine_switch_findings
+        from diagnose.knowledge.switches import engine_switch_findings, flag_switch_findings
 
         incident = past_wrappers(incident)
         return (
             engine_switch_findings(incident)
+            or flag_switch_findings(incident)
             or engine_code_fault_findings(incident)
             or os_error_findings(incident)
             or message_words_findings(incident)

@@ -143,9 +143,20 @@ def message_words(message: str) -> set[str]:
     return set(_WORD.findall(message))
 
 
+_PYDANTIC_ERROR = regex.compile(
+    r"^\d+ validation errors? for \w+ (?:[\w.]+ )?(?:Value|Assertion) error, (?P<message>.*?)"
+    r"(?: \[type=\w+, input_value=.*)?$"
+)
+"""pydantic's wrapping of a validator's message: its header, the field, the kind of error before
+it, and the input after it (``1 validation error for ModelConfig Value error, MSG [type=...``)."""
+
+
 def strip_exception(message: str) -> str:
-    """A message without the ``ValueError: `` its traceback line starts with."""
-    return EXCEPTION_PREFIX.sub("", message, count=1)
+    """A message without the ``ValueError: `` its traceback line starts with, and without
+    pydantic's wrapping where a validator raised it."""
+    bare = EXCEPTION_PREFIX.sub("", message, count=1)
+    wrapped = _PYDANTIC_ERROR.match(bare)
+    return wrapped.group("message") if wrapped else bare
 
 
 def compile_pattern(template: str) -> regex.Pattern[str]:

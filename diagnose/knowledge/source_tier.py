@@ -37,7 +37,12 @@ from diagnose.core.models import (
 from diagnose.core.optionlink import flag_values
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
-from diagnose.knowledge.code_fault import engine_place, module_category
+from diagnose.knowledge.code_fault import (
+    calling_program,
+    engine_place,
+    module_category,
+    platform_plugin_fault,
+)
 from diagnose.knowledge.location import defined_by_some_release, knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
 from diagnose.knowledge.platform_plugins import plugin_of
@@ -299,9 +304,10 @@ def engine_source_findings(
         if best is not None:
             hit, judgement, context, last_raised = best
             return [_finding(hit, judgement, context, candidate, last_raised)]
-        mismatch = None
+        mismatch = platform_plugin_fault(candidate)
         misfit = _OWN_CODE_MISMATCH.search(candidate.text)
-        if misfit is not None:  # whose class or module it is: a plugin's, the engine's, a library's
+        if mismatch is None and misfit is not None:  # whose class or module it is: a plugin's,
+            # the engine's, a library's
             mismatch = (
                 _plugin_mismatch(misfit, candidate, engines, incident.engine_version)
                 or _own_code_mismatch(misfit, candidate, engines, incident.engine_version)
@@ -456,7 +462,7 @@ def _own_code_mismatch(
         what = f"{asked} is asked for `{found.group('attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     raising = _raising_module(candidate)
-    caller = _calling_program(raising)
+    caller = calling_program(raising)
     if caller is not None:  # a program built on the engine, written for another release of it
         distribution = distribution_name(DISTRIBUTIONS.get(caller, caller))
         release = f"{name} {shown}" if shown else f"the installed {name}"
@@ -543,27 +549,6 @@ def _own_code_mismatch(
         package=PackageAction(name=engine, spec=spec, action="upgrade"),
         category=module_category(asking) if asking else "kernel_build",
     )
-
-
-_UNDER_THE_ENGINE = frozenset(
-    ("torch", "transformers", "tokenizers", "huggingface_hub", "triton", "flashinfer",
-     "safetensors", "ray", "xgrammar", "outlines_core", "llguidance", "numpy", "typing_extensions",
-     "pydantic", "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq")
-)  # fmt: skip
-"""Packages the engine itself calls or runs in (its model code's libraries, its validators, its
-web server): a frame of theirs that uses an engine object got it from the engine, so the
-engine's own release is the one out of step."""
-
-
-def _calling_program(raising: str | None) -> str | None:
-    """The installed package whose code, in the traceback's innermost frame (``raising``, its
-    module), uses the engine's object: a program built on the engine (a serving wrapper, an RL
-    framework, a plugin the platform table does not know); None when that frame is an engine's
-    own, a package under it, or not under site-packages."""
-    top = raising.partition(".")[0] if raising else None
-    if top is None or top in mined.ENGINES or top in _UNDER_THE_ENGINE:
-        return None
-    return top
 
 
 def _engine_class(owner: str, engines: Sequence[str]) -> tuple[str, str] | None:

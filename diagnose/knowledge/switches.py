@@ -112,3 +112,110 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
             ],
         )
     ]
+
+
+FLAG_SIGNATURE = "engine-flag-feature-not-handled"
+_NOT_HANDLED = re.compile(
+    r"\bnot (?:yet )?(?:implemented|supported)\b|\bunsupported\b|\bnot handled\b", re.IGNORECASE
+)
+"""Words of a refusal: the path the message names is not there for this case."""
+_FLAG_VERBS = frozenset(("enable", "disable", "no", "use", "allow"))
+
+
+@cache
+def _feature_flags(engine: str, version: str) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """The release's two-way switches (``--enable-x`` / ``--disable-x``) of a feature that is on
+    by default or chosen by the engine (no default), each as the flag that turns it off, the
+    one that turns it on and the feature's own words."""
+    found = []
+    for option in mined.flag_table(engine, version).options:
+        if len(option.flags) != 2 or option.default not in (None, True):
+            continue
+        on, off = option.flags
+        own = frozenset(words_of(on) - _FLAG_VERBS)
+        if on.startswith("--enable-") and sum(len(word) >= MIN_OWN for word in own) >= 2:
+            found.append((off, on, own))
+    return tuple(found)
+
+
+def _other_spellings(engine: str, on: str, off: str) -> list[str]:
+    """How the mined releases that spell ``off`` otherwise turn ``on``'s feature off, each with
+    the releases that do (``--no-enable-prefix-caching`` (0.6.6.post1 to 0.32.1))."""
+    spans: dict[str, list[str]] = {}
+    for version in mined.versions(engine):
+        for option in mined.flag_table(engine, version).options:
+            if len(option.flags) == 2 and option.flags[0] == on and option.flags[1] != off:
+                spans.setdefault(option.flags[1], []).append(version)
+    return [f"`{flag}` ({seen[0]} to {seen[-1]})" for flag, seen in spans.items()]
+
+
+def named_feature_flag(
+    text: str, engines: tuple[str, ...], shown: str | None
+) -> tuple[str, str, str, str] | None:
+    """The one feature flag whose every own word a refusal names, with the flag that turns it
+    off, its engine and the release read (the one shown, else the newest mined); None when the
+    message refuses nothing, or names none or several."""
+    said_text = _PATH.sub(" ", text[:MAX_READ])
+    if not _NOT_HANDLED.search(said_text):
+        return None
+    said = words_of(said_text)
+    named = []
+    for engine in engines:
+        version = mined.nearest_version(engine, shown) if shown else mined.versions(engine)[-1]
+        if version is None:
+            continue
+        named += [
+            (off, on, engine, version)
+            for off, on, own in _feature_flags(engine, version)
+            if own <= said
+        ]
+    return named[0] if len(named) == 1 else None
+
+
+def flag_switch_findings(incident: IncidentView) -> list[Finding]:
+    """The first error read as a feature a two-way flag turns on (on by default, or the
+    engine's choice), when a refusal in it names exactly one: starting with the feature off is
+    the test and, where it starts, the fix."""
+    first: Candidate | None = next(iter(incident.readable()), None)
+    if first is None:
+        return []
+    engines = (
+        (incident.engine,) if incident.engine in mined.ENGINE_NAMES else tuple(mined.ENGINE_NAMES)
+    )
+    named = named_feature_flag(first.text, engines, incident.engine_version)
+    if named is None:
+        return []
+    off, on, engine, version = named
+    engine_name = mined.ENGINE_NAMES[engine]
+    others = [] if incident.engine_version else _other_spellings(engine, on, off)
+    release = (
+        f"{engine_name} {version}"
+        if incident.engine_version
+        else f"{engine_name} (as {version} spells it; the log shows no release)"
+    )
+    explanation = (
+        f"The first error, `{first.text.strip()[:300]}`, says the path it took does not handle "
+        f"the feature `{on}` turns on, which {release} turns on unless told otherwise (or "
+        f"chooses for the model). The code in use (this release's, or a platform plugin's) "
+        f"has no implementation of it for this case. Start with `{off}`: the server then takes "
+        f"the path without the feature. A newer release may add it; no signature or known "
+        "issue knows this message, so treat it as a lead."
+    )
+    return [
+        lead(
+            first,
+            signature=FLAG_SIGNATURE,
+            category="launch_args",
+            title=f"The path in use does not handle the feature `{on}` turns on",
+            explanation=explanation,
+            patch=Patch(args_add=[off], args_remove=[on]),
+            patch_note=(
+                f"`{off}` is the release's own spelling; the feature costs only speed."
+                + (f" Older releases spell it {', '.join(others)}." if others else "")
+            ),
+            next_checks=[
+                f"`{engine} --help` (or the server's `non-default args` line): whether `{on}` "
+                "is given, and how this release spells its opposite."
+            ],
+        )
+    ]
