@@ -160,3 +160,91 @@ def test_a_none_call_of_a_name_no_library_binds_stays_a_code_fault() -> None:
     cause = primary(run_text(_traceback(frames, "TypeError: 'NoneType' object is not callable")))
     assert cause is not None and cause.signature == "engine-code-fault"
     assert cause.package is not None and cause.package.action == "upgrade"
+
+
+ASCEND_CHECKOUT = "/vllm-workspace/vllm-ascend/vllm_ascend"
+
+
+def test_a_slip_in_a_platform_plugins_code_names_the_plugins_release() -> None:
+    """Reduced from a vllm-ascend start (vllm-project/vllm-ascend PR 1803): the plugin reads a
+    field the model's composite config keeps elsewhere; transformers' frame raised it."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/vllm-workspace/vllm/vllm/config.py", line 4624, in __post_init__\n'
+        "    current_platform.check_and_update_config(self)\n"
+        f'  File "{ASCEND_CHECKOUT}/utils.py", line 307, in update_aclgraph_sizes\n'
+        "    num_hidden_layers = vllm_config.model_config.hf_config.num_hidden_layers\n"
+        f'  File "{SITE}/transformers/configuration_utils.py", line 211, in __getattribute__\n'
+        "    return super().__getattribute__(key)\n"
+        "AttributeError: 'Qwen2AudioConfig' object has no attribute 'num_hidden_layers'\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-platform-plugin-code-fault"
+    assert (cause.category, cause.tier) == ("model_unsupported", "engine_source")
+    assert "`vllm_ascend.utils` (`update_aclgraph_sizes`)" in cause.explanation
+    assert "`num_hidden_layers`" in cause.explanation
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "vllm-ascend",
+        "upgrade",
+    )
+
+
+def test_a_plugin_slip_followed_by_the_runtimes_own_error_line_is_still_the_plugins() -> None:
+    """The Ascend runtime prints its own error line after Python's: the traceback's frame
+    stays with the line that names the exception."""
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{ASCEND_CHECKOUT}/platform.py", line 80, in pre_register_and_update\n'
+        "    if ASCEND_QUATIZATION_METHOD not in quant_action.choices:\n"
+        "TypeError: argument of type 'NoneType' is not iterable\n"
+        "[ERROR] 2025-06-03-02:53:42 (PID:6005, Device:-1, RankID:-1) ERR99999 UNKNOWN "
+        "applicaiton exception\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-platform-plugin-code-fault"
+    assert cause.category == "kernel_build"
+    assert cause.package is not None and cause.package.name == "vllm-ascend"
+
+
+def test_a_slip_in_the_launchers_own_code_is_the_launchers() -> None:
+    """Reduced from THUDM/slime issue 1896: the launcher indexed past the GPUs it was given,
+    before any engine code ran; its source checkout is what to update."""
+    log = (
+        'File "slime/ray/rollout.py", line 1241, in start_rollout_servers\n'
+        "    handles, port_cursors = group.start_engines(port_cursors)\n"
+        'File "slime/ray/rollout.py", line 104, in start_engines\n'
+        "    base_gpu_id = int(reordered_gpu_ids[gpu_index])\n"
+        "IndexError: list index out of range\n"
+    )
+    cause = primary(run_text("Traceback (most recent call last):\n" + log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.category == "launch_args"  # the code maps settings onto GPUs
+    assert cause.package is None and any("git pull" in a for a in cause.system_actions)
+    assert "`slime`'s own code" in cause.explanation
+
+
+def test_an_installed_programs_slip_upgrades_that_program() -> None:
+    frames = [("xinference/model/llm/core.py", "load", "spec = specs[name]")]
+    cause = primary(run_text(_traceback(frames, "KeyError: 'qwen3'")))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.category == "kernel_build"
+    assert cause.package is not None and cause.package.name == "xinference"
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [("torch/nn/modules/module.py", "forward", "x = inputs[0]")],  # a library's own code
+        [("slime/ray/rollout.py", "start", "raise IndexError('no engines')")],  # on purpose
+        # the engine's code under the program's: the engine's fault, not the program's
+        [
+            ("slime/ray/rollout.py", "start", "engine = LLM(**kwargs)"),
+            ("vllm/v1/worker/gpu_worker.py", "init", "x = ranks[i]"),
+        ],
+    ],
+)
+def test_no_program_fault_for_a_library_a_deliberate_raise_or_the_engines_code(
+    frames: list[tuple[str, str, str]],
+) -> None:
+    cause = primary(run_text(_traceback(frames, "IndexError: list index out of range")))
+    assert cause is None or cause.signature != "program-code-fault"

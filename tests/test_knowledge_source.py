@@ -26,6 +26,7 @@ from diagnose.knowledge.source_index import (
     build_index,
     builtin_index,
     match_message,
+    strip_exception,
 )
 from diagnose.knowledge.source_tier import (
     ReleaseContext,
@@ -1286,3 +1287,25 @@ def test_an_engine_check_no_rule_names_reads_by_its_code_and_a_wrapper_stays_unr
         ("vllm", "0.14.1"),
     )
     assert wrapper.tier != "engine_source"
+
+
+@pytest.mark.parametrize(
+    ("message", "bare"),
+    [
+        (
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig "
+            "Value error, fp8 quantization is currently not supported in tpu. [type=value_error, "
+            "input_value=ArgsKwargs((), {'model': 'x'}), input_type=ArgsKwargs]",
+            "fp8 quantization is currently not supported in tpu.",
+        ),
+        (  # a field named between the header and the error
+            "ValidationError: 2 validation errors for VllmConfig max_model_len Value error, "
+            "too long",
+            "too long",
+        ),
+        ("ValueError: plain message", "plain message"),
+    ],
+)
+def test_pydantics_wrapping_is_not_part_of_the_message(message: str, bare: str) -> None:
+    """A leading hole (``{quant} quantization is ...``) would take pydantic's header in."""
+    assert strip_exception(message) == bare

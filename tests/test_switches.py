@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.core.models import Confidence
-from diagnose.knowledge.switches import named_switch
+from diagnose.knowledge.switches import named_feature_flag, named_switch
 from tests.conftest import primary, run_text
 
 MRV2 = (
@@ -62,3 +62,36 @@ def test_a_message_about_the_variable_it_names_is_no_switchs_component() -> None
     )
     cause = primary(run_text(log))
     assert cause is not None and cause.signature != "engine-switch-code-path"
+
+
+PREFIX_REFUSAL = (
+    "AssertionError: new complete prefill with start_pos > 0 not supported\n"
+    "(prefix caching not yet implemented in unified path)\n"
+)
+
+
+def test_a_refusal_naming_a_default_on_feature_turns_its_flag_off() -> None:
+    """Reduced from vllm-project/vllm-metal issue 184: the platform's path has no prefix
+    caching, which vLLM turns on by itself."""
+    cause = primary(run_text(PREFIX_REFUSAL))
+    assert cause is not None and cause.signature == "engine-flag-feature-not-handled"
+    assert (cause.category, cause.confidence) == ("launch_args", Confidence.LOW)
+    assert cause.patch is not None and cause.patch.args_remove == ["--enable-prefix-caching"]
+    assert cause.patch.args_add in (["--disable-prefix-caching"], ["--no-enable-prefix-caching"])
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "off"),
+    [
+        (PREFIX_REFUSAL, "0.11.0", "--no-enable-prefix-caching"),  # the release's own spelling
+        ("ValueError: chunked prefill is not supported with this backend", "0.11.0",
+         "--no-enable-chunked-prefill"),
+        # no refusal: the feature is only named
+        ("INFO prefix caching enabled, hit rate 0.0%", "0.11.0", None),
+    ],
+)  # fmt: skip
+def test_the_flag_that_turns_a_refused_feature_off_is_the_releases(
+    text: str, version: str, off: str | None
+) -> None:
+    named = named_feature_flag(text, ("vllm",), version)
+    assert (named[0] if named else None) == off
