@@ -5,6 +5,10 @@ on the path the model or the options in use take, which a later release fixes: t
 names the module and the function, and its fix is the upgrade (with the way to test the path
 where the module says which it is).
 
+The same slip in a platform plugin's code (``vllm_ascend``) is the plugin release's (read by
+the engine-source tier, which asks ``platform_plugin_fault``), and in the code of the program
+that starts the engine, with no engine frame under it, the program's.
+
 Asked after the engine switches and before the message-words tier; a lead at low confidence.
 """
 
