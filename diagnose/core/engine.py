@@ -114,14 +114,18 @@ _GOES_ON = re.compile(r"[a-z0-9(]")
 _ENGINE_OF_PACKAGE = {package: p.name for p in profiles() for package in (p.name, *p.code_packages)}
 """Each engine's Python packages (its own name, its kernels), to the engine."""
 _ENGINE_IN_CODE = re.compile(
-    r"(?:/|\bfrom |\bimport |(?<![\w-])-m\s+)(" + "|".join(_ENGINE_OF_PACKAGE) + r")(?=[./\s]|$)"
+    r"(?:/|\bfrom |\bimport |(?<![\w-])-m\s+"
+    r"|(?<![\w./-])(?=\w+\.(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b))("
+    + "|".join(_ENGINE_OF_PACKAGE)
+    + r")(?=[./\s]|$)"
     r"|(?<![A-Za-z0-9_./-])("
     + "|".join(p.name for p in profiles())
     + r")(?= serve(?![A-Za-z0-9_]))"
 )
-"""An engine's package in a traceback frame's path, an import statement or ``python -m``, or
-its own command (``vllm serve``, ``sglang serve``) on a launch line, or in a sentence of a
-language that writes no space before it (``使用vllm serve部署``)."""
+"""An engine's package in a traceback frame's path, an import statement, ``python -m`` or the
+module of an exception class (``vllm.exceptions.VLLMValidationError``), or its own command
+(``vllm serve``, ``sglang serve``) on a launch line, or in a sentence of a language that writes
+no space before it (``使用vllm serve部署``)."""
 
 ALWAYS_INTERESTING = (
     "Started ",

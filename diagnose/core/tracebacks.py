@@ -26,9 +26,12 @@ _CHAIN_MARKERS = (
 _OTHER_WRITER = re.compile(r"^\[rank\d+\]:|^\[?[EWIF]\d{4} \d\d:\d\d:\d\d")
 """A line another writer started (torch's c10d ``[rank0]:[E321 ...]``, glog's ``E0321 ...``):
 it ends an exception message, it does not continue it."""
-_HEADLESS_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
+_HEADLESS_EXCEPTION = re.compile(
+    r"(?:[A-Za-z_][\w.]*(?:Error|Exception)|(?:[a-z_]\w*\.)+(?:errors?|exceptions?)\.[A-Z]\w*): \S"
+)
 """An exception's own line with no traceback above it (a paste that kept only the error): its
-message may go on over the next lines, as Python prints a message with newlines."""
+message may go on over the next lines, as Python prints a message with newlines. A class whose
+name says neither is named by its module (``triton.runtime.errors.OutOfResources: ...``)."""
 _WARNING_GOES_ON = re.compile(r"\.py:\d+: [A-Z]\w*Warning: [^\n]*:\s*$")
 """A Python warning whose message ends in a colon (``x.py:8: RuntimeWarning: Failed to read
 commit hash:``): the reason is the next line, which is part of the warning, not an error."""
@@ -241,6 +244,9 @@ class TracebackGrouper:
         stripped = text.strip()
         if len(target.records) >= MAX_TRACEBACK_LINES:
             return self._close_and_refeed(target, record, seq)
+        if is_fence(text) and target.headless and target.state == "message":
+            return self._close_and_refeed(target, record, seq)  # the paste's block ends the
+            # message that had no traceback; what follows is another block
         if is_fence(text):  # the page's formatting: the traceback goes on after it
             target.records.append(record)
             return []
