@@ -48,3 +48,11 @@ def test_a_launch_command_names_the_engine_when_no_line_has_its_format() -> None
     # a sentence of a language that writes no space around the command
     assert run_text(f"使用vllm serve部署GLM-4.5失败报错{error}").engine == "vllm"
     assert run_text(f"pip install myvllm serve\n{error}").engine is None
+
+
+def test_an_exception_class_of_the_engines_package_names_the_engine() -> None:
+    """A one-line paste whose only clue is the exception's module (vLLM's request validation
+    shares its words with SGLang's)."""
+    refusal = "top_p must be in (0, 1], got 0. (parameter=top_p, value=0)\n"
+    assert run_text(f"vllm.exceptions.VLLMValidationError: {refusal}").engine == "vllm"
+    assert run_text(f"myvllm.exceptions.VLLMValidationError: {refusal}").engine is None

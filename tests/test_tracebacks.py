@@ -81,6 +81,31 @@ def test_an_exception_with_no_traceback_goes_on_only_where_its_sentence_does() -
     assert [line_numbers(e) for e in events] == [[1, 2], [3], [4], [5]]
 
 
+def test_an_exception_named_by_its_module_goes_on_too_and_a_fence_ends_it() -> None:
+    """Triton's ``OutOfResources`` says neither Error nor Exception: its ``errors`` module names
+    it. A page's closing fence ends the message; the block after it is other output."""
+    events = group(
+        [
+            "```",
+            "triton.runtime.errors.OutOfResources: out of resource: shared memory,",
+            "Required: 106496, Hardware limit: 101376",
+            "```",
+            "sglang/srt/batch_invariant_ops/batch_invariant_ops.py:305  in matmul_persistent",
+        ]
+    )
+    assert [line_numbers(e) for e in events] == [[1], [2, 3], [4], [5]]
+
+
+def test_a_wrapped_triton_resource_error_reads_as_the_small_gpus_shared_memory() -> None:
+    cause = primary(
+        run_text(
+            "triton.runtime.errors.OutOfResources: out of resource: shared memory,\n"
+            "Required: 131072, Hardware limit: 101376.\n"
+        )
+    )
+    assert cause is not None and cause.signature == "triton-out-of-shared-memory-small-gpu"
+
+
 def test_a_warning_that_ends_in_a_colon_keeps_the_reason_on_its_next_line() -> None:
     """Python prints a warning's message as it is: one that ends in a colon gives its reason on
     the next line, which belongs to the warning and is no error of its own."""
