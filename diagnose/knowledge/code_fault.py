@@ -24,7 +24,7 @@ from diagnose.engines import profile
 from diagnose.engines.base import SERVING
 from diagnose.knowledge import mined
 from diagnose.knowledge.package_api import frame_module
-from diagnose.knowledge.platform_plugins import PlatformPlugin, platform_plugins
+from diagnose.knowledge.platform_plugins import PlatformPlugin, plugin_file
 
 SIGNATURE = "engine-code-fault"
 _FRAME = re.compile(
@@ -188,16 +188,11 @@ def _plugin_place(candidate: Candidate) -> tuple[str, PlatformPlugin, str, str, 
         return None
     head, _, code = frame.partition("\n")
     found = _FRAME.search(head)
-    if found is None:
+    owned = plugin_file(found.group("file")) if found else None
+    if found is None or owned is None:
         return None
-    parts = found.group("file").split("/")
-    for engine in mined.ENGINES:
-        for plugin in platform_plugins(engine):
-            if plugin.module in parts[:-1]:
-                start = len(parts) - 1 - parts[::-1].index(plugin.module)
-                module = ".".join(parts[start:])
-                return engine, plugin, module, found.group("function"), code.strip()
-    return None
+    engine, plugin, module = owned
+    return engine, plugin, module, found.group("function"), code.strip()
 
 
 def platform_plugin_fault(candidate: Candidate) -> Finding | None:
@@ -257,6 +252,13 @@ _RESOURCE_WORDS = re.compile(r"gpu|device|rank|node|world|placement|engine|port|
 """Words of code that maps a program's settings onto the resources it was given."""
 
 
+def program_source(file: str) -> bool:
+    """A frame's file (without ``.py``) is a program's own source: not under an installed
+    package or an engine's tree (``frame_module``), not Python's own library or generated
+    code (``<string>``)."""
+    return not (file.startswith("<") or "/lib/python" in file or frame_module(file))
+
+
 def _program_of(file: str) -> str | None:
     """The program a frame's file belongs to: an installed package that is not an engine or
     a package under it, a relative path's first directory (``slime/ray/rollout.py``), or the
@@ -265,7 +267,7 @@ def _program_of(file: str) -> str | None:
     module = frame_module(file)
     if module is not None:
         return calling_program(module)
-    if "/lib/python" in file:
+    if not program_source(file):
         return None
     parts = file.split("/")
     if not file.startswith("/") and len(parts) > 1:

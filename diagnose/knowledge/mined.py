@@ -207,6 +207,11 @@ def upgrade_spec(engine: str, shown: str | None) -> str:
     return f">={releases[-1]}" if releases else ""
 
 
+def engines_to_read(engine: str | None) -> tuple[str, ...]:
+    """The mined engine the log shows, else every mined engine."""
+    return (engine,) if engine in ENGINES else ENGINES
+
+
 def nearest_version(engine: str, version: str | None) -> str | None:
     """The mined release to use for ``version``: itself, else the newest mined release not
     after it, else the oldest; the newest when the version is unknown."""

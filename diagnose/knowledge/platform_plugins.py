@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from diagnose.core.explain import Candidate
 from diagnose.core.versions import at_least
 from diagnose.knowledge.location import knowledge_dir
+from diagnose.knowledge.mined import ENGINES
 
 PLUGINS_NAME = "platform-plugins.yaml"
 _PLUGIN_FRAME = re.compile(r"/(?:site|dist)-packages/(?P<module>[A-Za-z_]\w*)/")
@@ -62,4 +63,17 @@ def plugin_of(
             shown is None or plugin.since is None or at_least(shown, plugin.since)
         ):
             return plugin
+    return None
+
+
+def plugin_file(file: str) -> tuple[str, PlatformPlugin, str] | None:
+    """The engine, the platform plugin and the module of a frame's file (without ``.py``) in a
+    plugin's package, installed or a source checkout (``.../vllm-ascend/vllm_ascend/utils``);
+    None for a file elsewhere."""
+    parts = file.split("/")
+    for engine in ENGINES:
+        for plugin in platform_plugins(engine):
+            if plugin.module in parts[:-1]:
+                start = len(parts) - 1 - parts[::-1].index(plugin.module)
+                return engine, plugin, ".".join(parts[start:])
     return None

@@ -43,7 +43,7 @@ _QUOTED = re.compile(r"'([A-Za-z0-9_]+)'")
 
 def release_fact_findings(incident: IncidentView) -> list[Finding]:
     """The earliest candidate a release table settles, as a finding."""
-    engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
+    engines = mined.engines_to_read(incident.engine)
     for candidate in incident.candidates:
         for reader in (_choice_finding, _architecture_finding):
             found = [f for e in engines if (f := reader(candidate, e, incident.engine_version))]

@@ -42,6 +42,7 @@ from diagnose.knowledge.code_fault import (
     engine_place,
     module_category,
     platform_plugin_fault,
+    program_source,
 )
 from diagnose.knowledge.location import defined_by_some_release, knowledge_dir
 from diagnose.knowledge.package_api import cut_import, frame_module
@@ -292,7 +293,7 @@ def engine_source_findings(
     """The decisive message's finding: the earliest candidate an argparse error or an error
     template of the engine (or a library under it) explains, wrappers and consequences left
     out. ``other_spellings`` maps each engine's flags to the other engine's (``_flags.yaml``)."""
-    engines = [incident.engine] if incident.engine in mined.ENGINES else list(mined.ENGINES)
+    engines = mined.engines_to_read(incident.engine)
     knowledge = builtin_knowledge()
     for candidate in incident.candidates:
         found = _argparse_for(
@@ -589,7 +590,7 @@ def _library_code_mismatch(
     if len(defining) != 1:
         return None
     ((library, modules),) = defining.items()
-    engines = [engine] if engine in mined.ENGINES else list(mined.ENGINES)
+    engines = mined.engines_to_read(engine)
     engine_binds = any(mined.modules_naming(str(e), owner) for e in engines)
     if engine_binds and not set(modules) & set(apis[library].modules):
         return None  # the engine's own class of that name, not one its package exports
@@ -891,12 +892,9 @@ def _innermost_file(candidate: Candidate) -> str | None:
 
 
 def _program_file(candidate: Candidate) -> str | None:
-    """The traceback's innermost frame when its file is a program's own source: not under an
-    installed package or an engine's tree (``frame_module``), not Python's own library."""
+    """The traceback's innermost frame when its file is a program's own source."""
     file = _innermost_file(candidate)
-    if file is None or file.startswith("<") or "/lib/python" in file or frame_module(file):
-        return None
-    return f"{file}.py"
+    return f"{file}.py" if file is not None and program_source(file) else None
 
 
 def _raising_module(candidate: Candidate) -> str | None:

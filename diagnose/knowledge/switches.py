@@ -75,9 +75,7 @@ def engine_switch_findings(incident: IncidentView) -> list[Finding]:
     first: Candidate | None = next(iter(incident.readable()), None)
     if first is None:
         return []
-    engines = (
-        (incident.engine,) if incident.engine in mined.ENGINE_NAMES else tuple(mined.ENGINE_NAMES)
-    )
+    engines = mined.engines_to_read(incident.engine)
     named = named_switch(first.text, engines, incident.engine_version)  # the name says whose
     if named is None:
         return []
@@ -161,7 +159,7 @@ def named_feature_flag(
     said = words_of(said_text)
     named = []
     for engine in engines:
-        version = mined.nearest_version(engine, shown) if shown else mined.versions(engine)[-1]
+        version = mined.nearest_version(engine, shown)  # the newest when none is shown
         if version is None:
             continue
         named += [
@@ -179,9 +177,7 @@ def flag_switch_findings(incident: IncidentView) -> list[Finding]:
     first: Candidate | None = next(iter(incident.readable()), None)
     if first is None:
         return []
-    engines = (
-        (incident.engine,) if incident.engine in mined.ENGINE_NAMES else tuple(mined.ENGINE_NAMES)
-    )
+    engines = mined.engines_to_read(incident.engine)
     named = named_feature_flag(first.text, engines, incident.engine_version)
     if named is None:
         return []
