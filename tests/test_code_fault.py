@@ -248,3 +248,99 @@ def test_no_program_fault_for_a_library_a_deliberate_raise_or_the_engines_code(
 ) -> None:
     cause = primary(run_text(_traceback(frames, "IndexError: list index out of range")))
     assert cause is None or cause.signature != "program-code-fault"
+
+
+VERL = "/home/user/resources/verl"
+
+
+def test_a_programs_own_refusal_of_what_it_does_not_know_upgrades_that_program() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        f'  File "{VERL}/trainer/main_ppo.py", line 155, in run\n'
+        "    trainer.init_workers()\n"
+        f'  File "{VERL}/workers/rollout/sglang_rollout/sglang_rollout.py", line 113, in parser\n'
+        '    raise ValueError(f"No tool call parser found for tokenizer {tokenizer}")\n'
+        "ValueError: No tool call parser found for tokenizer Qwen2TokenizerFast(name='x',\n"
+        "    vocab_size=151643,\n"
+        ")\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.category == "kernel_build"
+    # the program is the directory its frames share, not the folder the raising file repeats
+    assert "`verl`'s own check" in cause.title
+    assert any("git pull" in action and "verl" in action for action in cause.system_actions)
+
+
+def test_a_programs_refusal_of_a_setting_asks_for_the_setting_not_an_upgrade() -> None:
+    frames = [("slime/utils/arguments.py", "validate", "raise ValueError(msg)")]
+    log = _traceback(frames, "ValueError: rollout_batch_size must be a multiple of n_samples")
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.category == "launch_args"
+    assert cause.package is None and "Change the setting the message names" in cause.explanation
+
+
+def test_a_programs_call_into_a_library_that_refuses_it_is_the_programs() -> None:
+    log = (
+        "Error executing job with overrides: ['actor_rollout_ref.rollout.name=vllm']\n"
+        "Traceback (most recent call last):\n"
+        '  File "/scratch/code/src/verl/workers/fsdp_workers.py", line 634, in _build_rollout\n'
+        "    loop = asyncio.get_event_loop()\n"
+        f'  File "{SITE}/uvloop/__init__.py", line 206, in get_event_loop\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: There is no current event loop in thread 'MainThread'.\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.title.startswith("`verl`'s call into `uvloop` failed")  # Hydra's line skipped
+
+
+def test_a_failed_assert_in_a_ray_jobs_uploaded_program_names_the_program() -> None:
+    upload = "/tmp/ray/session_1/runtime_resources/working_dir_files/_ray_pkg_765c8a21e6"
+    log = (
+        f'File "{upload}/verl/workers/rollout/vllm_async_server.py", line 344, in launch_server\n'
+        "    assert len(self.workers) == dp_size_local * tp_size, (\n"
+        "AssertionError: num workers (4) should be equal to dp_size_local\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.category == "launch_args"  # workers against parallel sizes
+    assert cause.raised_in == "verl (launch_server)"
+
+
+def test_an_assert_in_a_kernel_librarys_own_code_upgrades_that_library() -> None:
+    log = (
+        f'  File "{SITE}/flashinfer/utils.py", line 758, in get_shuffle_matrix_sf_a_row_indices\n'
+        "    assert K % 4 == 0\n"
+        "           ^^^^^^^^^^\n"
+        "AssertionError\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "library-code-fault"
+    assert cause.package is not None and cause.package.name == "flashinfer-python"
+    # the same assert under the engine's frame stays the engine's reading
+    engine = _traceback(
+        [
+            ("vllm/model_executor/layers/fused_moe/layer.py", "process", "shuffle(w)"),
+            ("flashinfer/utils.py", "get_shuffle_matrix_sf_a_row_indices", "assert K % 4 == 0"),
+        ],
+        "AssertionError",
+    )
+    under = primary(run_text(engine))
+    assert under is None or under.signature != "library-code-fault"
+
+
+def test_an_engine_call_a_programs_plugged_class_does_not_take_is_the_programs() -> None:
+    log = (
+        "TypeError: ExternalZeroMQDistributedExecutor.collective_rpc() got an unexpected "
+        "keyword argument 'non_block'\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "plugged-class-written-for-another-release"
+    assert "`ExternalZeroMQDistributedExecutor`" in cause.system_actions[0]
+    # the engine's own executor class is the engine's (its release), not a program's
+    own = primary(
+        run_text(log.replace("ExternalZeroMQDistributedExecutor", "RayDistributedExecutor"))
+    )
+    assert own is None or own.signature != "plugged-class-written-for-another-release"

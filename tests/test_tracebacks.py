@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from diagnose.core.incident import exception_line
 from diagnose.core.records import Event
-from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, innermost_frame, raised_message
+from diagnose.core.tracebacks import (
+    MAX_TRACEBACK_LINES,
+    frame_stack,
+    innermost_frame,
+    raised_message,
+)
 from diagnose.inputs.files import LogInput, events_from_lines
 from tests.conftest import INCIDENTS, primary, run_text
 
@@ -396,3 +401,38 @@ def test_a_message_that_goes_on_in_an_indented_block_stays_whole() -> None:
         ]
     )
     assert [line_numbers(e) for e in events] == [[1, 2, 3], [4]]
+
+
+def test_a_traceback_gives_every_frame_of_its_last_chain_outermost_first() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/opt/app/first.py", line 3, in <module>',
+        "    start()",
+        "ValueError: an earlier error",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/opt/app/main.py", line 9, in main',
+        "    run()",
+        '  File "/opt/app/run.py", line 4, in run',
+        '  File "/opt/venv/lib/python3.12/site-packages/uvloop/__init__.py", line 206, in get',
+        "    raise RuntimeError(",
+        "RuntimeError: There is no current event loop in thread 'MainThread'.",
+    ]
+    (event,) = group(lines)
+    assert frame_stack(event) == (
+        'File "/opt/app/main.py", line 9, in main\nrun()',
+        'File "/opt/app/run.py", line 4, in run',  # no code line shown: the next frame follows
+        'File "/opt/venv/lib/python3.12/site-packages/uvloop/__init__.py", line 206, in get\n'
+        "raise RuntimeError(",
+    )
+
+
+def test_an_exception_pasted_indented_goes_on_over_its_wrapped_line() -> None:
+    lines = [
+        "  ImportError: .../flash_attn_2_cuda...so: undefined symbol:",
+        "  _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib",
+    ]
+    (event,) = group(lines)
+    assert line_numbers(event) == [1, 2]

@@ -881,6 +881,7 @@ class Engine:
                 phase=self._phase_at(record.rank, record.seq),
                 frame=self.incident.frames.get(record.seq),
                 engine_frame=self.incident.engine_frames.get(record.seq),
+                stack=self.incident.stacks.get(record.seq, ()),
             )
             for record in records
         )

@@ -30,6 +30,8 @@ class Candidate:
     engine_frame: str | None = None
     """The innermost frame of its traceback in an engine's own files, with its code line,
     where that is not the innermost frame (the engine's call into torch that raised)."""
+    stack: tuple[str, ...] = ()
+    """Every frame of its traceback, outermost first, each with its code line where shown."""
 
     @property
     def cut_short(self) -> bool:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from diagnose.core.records import Event, Record
 from diagnose.core.tracebacks import (
     TRACEBACK_START,
+    frame_stack,
     innermost_frame,
     is_fence,
     marks_position,
@@ -158,10 +159,16 @@ def may_state_a_cause(record: Record) -> bool:
     return not informational and not _BENIGN.search(text)
 
 
+_HYDRA_JOB_FAILED = re.compile(r"\s*Error executing job with overrides: \[")
+"""Hydra's line before the traceback of a job that failed (verl, NeMo and others start their
+jobs through it): it lists the job's settings, the error is what follows."""
+
+
 def announces_next(text: str) -> bool:
     """An error line that ends with a colon (``BackendCompilerFailed: backend='inductor'
-    raised:``): a wrapper whose error is the next line."""
-    return text.rstrip().endswith(":")
+    raised:``), or Hydra's ``Error executing job with overrides: [...]``: a wrapper whose error
+    comes next."""
+    return text.rstrip().endswith(":") or _HYDRA_JOB_FAILED.match(text) is not None
 
 
 def exception_line(event: Event) -> Record | None:
@@ -270,6 +277,9 @@ class IncidentTracker:
         self.engine_frames: dict[int, str] = {}
         """Likewise, the innermost frame in an engine's own files, where it is not the
         innermost frame (the engine's call into torch that raised)."""
+        self.stacks: dict[int, tuple[str, ...]] = {}
+        """Likewise, every frame of the traceback, outermost first (whose code called the
+        code that raised)."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -308,10 +318,12 @@ class IncidentTracker:
                 # on over more, and the line that names the exception where a line of another
                 # kind came after it (the lines a tier may read it from)
                 own = innermost_frame(event, _ENGINE_FILE)
+                stack = frame_stack(event)
                 raised = raised_line(event)
                 lines = {error[0].seq, error[-1].seq} | ({raised.seq} if raised else set())
                 for line in lines:
                     self.frames[line] = frame
+                    self.stacks[line] = stack
                     if own is not None and own != frame:
                         self.engine_frames[line] = own
         self.last_error_seq = event.seq

@@ -131,16 +131,38 @@ def stops_in_frame(text: str, frame: str | None) -> bool:
     return frame is not None and text.strip() in frame.split("\n")
 
 
+def _traceback_lines(event: Event) -> list[str]:
+    """An event's lines as a traceback reader wants them: stripped, without blank lines,
+    position markers and code fences."""
+    return [
+        text
+        for r in event.records
+        if (text := r.text.strip()) and not marks_position(text) and not is_fence(text)
+    ]
+
+
+def frame_stack(event: Event) -> tuple[str, ...]:
+    """Every frame of the event's last traceback (after its last chaining line), outermost
+    first, each with the code line under it where the traceback shows one: the calls that led
+    to the exception, for a tier to find whose code called whose."""
+    lines = _traceback_lines(event)
+    start = max((n for n, line in enumerate(lines) if line in _CHAIN_MARKERS), default=-1) + 1
+    stack = []
+    for n in range(start, len(lines)):
+        if not _HEADLESS_FRAME.match(lines[n]):
+            continue
+        code = lines[n + 1] if n + 1 < len(lines) else None
+        plain = code is None or _HEADLESS_FRAME.match(code) or _HEADLESS_EXCEPTION.match(code)
+        stack.append(lines[n] if plain else f"{lines[n]}\n{code}")
+    return tuple(stack)
+
+
 def innermost_frame(event: Event, within: re.Pattern[str] | None = None) -> str | None:
     """A traceback's innermost frame line, with the code line under it when the traceback
     shows one (one per line): where the exception was raised, or, in a traceback cut short
     before its exception, the line it stopped at; with ``within``, the innermost frame whose
     line it matches (a file of the engine's package). None when no frame shows."""
-    lines = [
-        text
-        for r in event.records
-        if (text := r.text.strip()) and not marks_position(text) and not is_fence(text)
-    ]
+    lines = _traceback_lines(event)
     frames = [
         n
         for n, line in enumerate(lines)
@@ -204,8 +226,8 @@ class TracebackGrouper:
         if record.prefixed:
             return [Event([record], seq)]
         warning = "Warning: " in text and _WARNING_GOES_ON.search(text) is not None
-        if not warning and not _HEADLESS_EXCEPTION.match(text):
-            return [Event([record], seq)]
+        if not warning and not _HEADLESS_EXCEPTION.match(text.lstrip()):
+            return [Event([record], seq)]  # (a paste may indent it, as a quoted block)
         self._open[key] = _Open(
             [record],
             seq,

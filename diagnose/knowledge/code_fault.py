@@ -54,10 +54,17 @@ _SLIP_MESSAGES = re.compile(
 _DELIBERATE = re.compile(r"^\s*raise\b")
 
 
-UNDER_THE_ENGINE = frozenset(
-    ("torch", "transformers", "tokenizers", "huggingface_hub", "triton", "flashinfer",
-     "safetensors", "ray", "xgrammar", "outlines_core", "llguidance", "numpy", "typing_extensions",
-     "pydantic", "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq")
+KERNEL_LIBRARIES = frozenset(
+    ("flashinfer", "aiter", "deep_gemm", "deep_ep", "flash_attn", "flash_mla", "xformers",
+     "sgl_kernel", "triton_kernels", "cutlass", "torchao", "compressed_tensors", "bitsandbytes")
+)  # fmt: skip
+"""Libraries of kernels and weight formats the engine calls on its hot path, each released on
+its own: a slip in their code, with no engine frame above it, is theirs to fix."""
+UNDER_THE_ENGINE = KERNEL_LIBRARIES | frozenset(
+    ("torch", "transformers", "tokenizers", "huggingface_hub", "triton", "safetensors", "ray",
+     "xgrammar", "outlines_core", "llguidance", "numpy", "typing_extensions", "pydantic",
+     "fastapi", "starlette", "uvicorn", "uvloop", "msgspec", "zmq", "mistral_common",
+     "openai_harmony")
 )  # fmt: skip
 """Packages the engine itself calls or runs in (its model code's libraries, its validators, its
 web server): a frame of theirs that uses an engine object got it from the engine, so the
@@ -248,7 +255,9 @@ def platform_plugin_fault(candidate: Candidate) -> Finding | None:
     )
 
 
-_RESOURCE_WORDS = re.compile(r"gpu|device|rank|node|world|placement|engine|port|replica", re.I)
+_RESOURCE_WORDS = re.compile(
+    r"gpu|device|rank|node|world|placement|engine|port|replica|worker|parallel|[dtpe]p_size", re.I
+)
 """Words of code that maps a program's settings onto the resources it was given."""
 
 
@@ -259,11 +268,17 @@ def program_source(file: str) -> bool:
     return not (file.startswith("<") or "/lib/python" in file or frame_module(file))
 
 
-def _program_of(file: str) -> str | None:
+_PACKAGE_DIR = re.compile(r"[A-Za-z_]\w*")
+
+
+def _program_of(file: str, stack: tuple[str, ...] = ()) -> str | None:
     """The program a frame's file belongs to: an installed package that is not an engine or
-    a package under it, a relative path's first directory (``slime/ray/rollout.py``), or the
-    directory a checkout repeats (``/root/slime/slime/ray/rollout.py``); None for an engine's,
-    a library's or Python's own file, and for a lone script."""
+    a package under it, a relative path's first directory (``slime/ray/rollout.py``), the
+    directory a checkout repeats (``/root/slime/slime/ray/rollout.py``), the package of a
+    ``src/`` layout or of a Ray job's uploaded working directory (``.../_ray_pkg_<hash>/verl/
+    ...``), or the directory that the program's frames of ``stack`` all lie under, with more
+    of its own directories below (``/home/u/resources/verl/{trainer,workers}/...``); None for
+    an engine's, a library's or Python's own file, and for a lone script."""
     module = frame_module(file)
     if module is not None:
         return calling_program(module)
@@ -271,38 +286,168 @@ def _program_of(file: str) -> str | None:
         return None
     parts = file.split("/")
     if not file.startswith("/") and len(parts) > 1:
-        return parts[0]
-    repeated = [a for a, b in pairwise(parts) if a and a == b]
-    return repeated[-1] if repeated else None
+        return parts[0] if parts[0] not in UNDER_THE_ENGINE else None
+    repeated = [a for a, b in pairwise(parts[:-1]) if a and a == b]
+    if repeated:
+        return repeated[-1]
+    for at, part in enumerate(parts[:-2]):
+        if part.startswith("_ray_pkg_") or part == "src":
+            return parts[at + 1] if _PACKAGE_DIR.fullmatch(parts[at + 1]) else None
+    return _common_package(file, stack)
+
+
+def _common_package(file: str, stack: tuple[str, ...]) -> str | None:
+    """The deepest directory that every program frame of ``stack`` (and ``file``) lies under,
+    where those frames spread over more than one of its subdirectories: a package's own
+    directory, not the folder a script sits in."""
+    files = {file}
+    for frame in stack:
+        found = _FRAME.search(frame.partition("\n")[0])
+        if found and program_source(found.group("file")) and found.group("file").startswith("/"):
+            files.add(found.group("file"))
+    split = [f.split("/")[:-1] for f in files]
+    common = []
+    for names in zip(*split, strict=False):
+        if len(set(names)) > 1:
+            break
+        common.append(names[0])
+    below = {tuple(p[len(common) : len(common) + 1]) for p in split if len(p) > len(common)}
+    name = common[-1] if len(common) > 1 else ""
+    return name if len(below) > 1 and _PACKAGE_DIR.fullmatch(name) else None
+
+
+_SUPPORT_GAP = re.compile(
+    r"\bnot (?:found|supported|implemented|recogni[sz]ed|available|registered)\b"
+    r"|\bunsupported\b|\bno \w+(?: \w+){0,3} (?:found|available|registered)\b",
+    re.I,
+)
+"""Words of a program's own refusal that say its release does not know what it was given (a
+model, a tokenizer, an engine release's names), rather than that a setting is wrong."""
+_REFUSALS = re.compile(r"ValueError|RuntimeError|NotImplementedError|\w*Config\w*Error")
+"""The exceptions a program raises to refuse what it was given."""
+_ENVIRONMENT_WORDS = re.compile(
+    r"memory|permission|denied|no such file|not found|connect|timed? ?out|timeout|cuda|device"
+    r"|driver|space left|address|port|network|unreachable",
+    re.I,
+)
+"""Words of an error that the machine or the network caused, not the code that made the call."""
+
+
+def _place(frame: str) -> tuple[str, str, str] | None:
+    """A frame's file (without ``.py``), function and code line."""
+    head, _, code = frame.partition("\n")
+    found = _FRAME.search(head)
+    return (found.group("file"), found.group("function"), code.strip()) if found else None
+
+
+def _library_of(file: str) -> str | None:
+    """The package under the engine that a frame's file belongs to (``flashinfer``), installed
+    or by a relative path (``aiter/rotary_embedding``)."""
+    module = frame_module(file)
+    top = module.partition(".")[0] if module else file.partition("/")[0]
+    return top if top in UNDER_THE_ENGINE else None
+
+
+def _python_own(file: str) -> bool:
+    """A file of Python's own library (``/usr/lib/python3.10/asyncio/events``)."""
+    return "/lib/python" in file and frame_module(file) is None
+
+
+def _caller(candidate: Candidate) -> tuple[str, str, str, str] | None:
+    """Where the traceback leaves the libraries: the library whose code raised (its frame the
+    innermost), and the file, function and code line of the innermost frame outside the
+    libraries and Python's own code, which called into it; None when the innermost frame is no
+    library's or no frame calls into it."""
+    stack = candidate.stack or ((candidate.frame,) if candidate.frame else ())
+    innermost = _place(stack[-1]) if stack else None
+    library = _library_of(innermost[0]) if innermost else None
+    if library is None:
+        return None
+    for frame in reversed(stack[:-1]):
+        place = _place(frame)
+        if place is None or _library_of(place[0]) or _python_own(place[0]):
+            continue
+        return library, *place
+    return None
+
+
+def _update(program: str, installed: bool) -> str:
+    distribution = distribution_name(DISTRIBUTIONS.get(program, program))
+    return (
+        f"upgrade `{distribution}`"
+        if installed
+        else f"update its source checkout (`git pull` in the `{program}` tree, then reinstall it)"
+    )
+
+
+def _program_lead(
+    candidate: Candidate,
+    program: str,
+    file: str,
+    function: str,
+    *,
+    category: str,
+    title: str,
+    explanation: str,
+    upgrade: bool = True,
+) -> Finding:
+    """A lead that the program which starts the engine is at fault, its release or settings
+    the change."""
+    distribution = distribution_name(DISTRIBUTIONS.get(program, program))
+    installed = frame_module(file) is not None
+    return lead(
+        candidate,
+        signature="program-code-fault",
+        category=category,
+        title=title,
+        explanation=explanation + " No signature or known issue knows it, so treat it as a lead.",
+        patch=None,
+        patch_note="The program's settings or its release are what change, not the engine's.",
+        package=PackageAction(name=distribution, spec="", action="upgrade")
+        if installed and upgrade
+        else None,
+        system_actions=[]
+        if installed or not upgrade
+        else [
+            f"Update the `{program}` source checkout: `git pull`, then reinstall it as its "
+            "README says."
+        ],
+        raised_in=f"{program} ({function})",
+        next_checks=[
+            (f"`pip show {distribution}`" if installed else f"`git log -1` in the `{program}` tree")
+            + " for the release; its newer releases' notes and issues for the message.",
+            "The program's settings that count GPUs, engines or nodes, against what it was "
+            "given (`nvidia-smi -L`, the placement or the job's resources).",
+        ],
+    )
 
 
 def program_code_fault(candidate: Candidate) -> Finding | None:
-    """A slip in the code of the program that starts the engine, before any engine code ran
-    (no frame of the engine's under it): the program's settings against what it was given, or
-    its own bug; its release, not the engine's, is what changes."""
+    """The first error raised in the code of the program that starts the engine, before any
+    engine code ran (no frame of the engine's under it): a slip or a failed ``assert`` of its
+    own (its settings against what it was given, or its own bug), its own refusal, or its call
+    into a library that the library refused; its release or settings, not the engine's, are
+    what change."""
     if not candidate.frame or candidate.engine_frame:
         return None
-    head, _, code = candidate.frame.partition("\n")
-    found = _FRAME.search(head)
-    program = _program_of(found.group("file")) if found else None
-    code = code.strip()
-    if found is None or program is None or program in mined.ENGINES or _DELIBERATE.match(code):
+    called = _caller(candidate)
+    if called is not None:
+        return _program_call_fault(candidate, *called)
+    place = _place(candidate.frame)
+    program = _program_of(place[0], candidate.stack) if place else None
+    if place is None or program is None or program in mined.ENGINES:
         return None
+    file, function, code = place
+    at = f"`{file}.py` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    update = _update(program, frame_module(file) is not None)
+    if _DELIBERATE.match(code):
+        return _program_refusal(candidate, program, file, function, at, update)
     slip = _slip(candidate, code)
     if slip is None:
         return None
     name, message = slip
     said = f"{name}: {message}" if message else name
-    function = found.group("function")
-    at = f"`{found.group('file')}.py` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
-    resources = _RESOURCE_WORDS.search(f"{function} {code}") is not None
-    distribution = distribution_name(DISTRIBUTIONS.get(program, program))
-    installed = frame_module(found.group("file")) is not None
-    update = (
-        f"upgrade `{distribution}`"
-        if installed
-        else f"update its source checkout (`git pull` in the `{program}` tree, then reinstall it)"
-    )
+    resources = _RESOURCE_WORDS.search(f"{function} {code} {message}") is not None
     explanation = (
         f"The first error, `{said[:300]}`, was raised in `{program}`'s own code, {at}, and no "
         f"frame under it is the engine's: the program that starts the engine failed in its own "
@@ -318,29 +463,207 @@ def program_code_fault(candidate: Candidate) -> Finding | None:
             "or settings it does not expect. "
         )
         + f"Check its settings against each other, and {update}: its issues and release notes "
-        "name the message. No signature or known issue knows it, so treat it as a lead."
+        "name the message."
     )
-    return lead(
+    return _program_lead(
         candidate,
-        signature="program-code-fault",
+        program,
+        file,
+        function,
         category="launch_args" if resources else "kernel_build",
         title=f"A fault in `{program}`'s own code (the program that starts the engine)",
         explanation=explanation,
+    )
+
+
+def _program_refusal(
+    candidate: Candidate, program: str, file: str, function: str, at: str, update: str
+) -> Finding | None:
+    """A ``raise`` of the program's own, with its message: what it does not know (a newer
+    model, tokenizer or engine release than its release was written for), or a setting it
+    refuses."""
+    found = _EXCEPTION.search(candidate.text.strip())
+    if found is None or not _REFUSALS.fullmatch(found.group("name")):
+        return None
+    message = (found.group("message") or "").strip()
+    if not message:
+        return None
+    said = f"{found.group('name')}: {message}"
+    if _SUPPORT_GAP.search(message):
+        return _program_lead(
+            candidate,
+            program,
+            file,
+            function,
+            category="kernel_build",
+            title=f"`{program}`'s own check does not know what it was given",
+            explanation=(
+                f"The first error, `{said[:300]}`, is `{program}`'s own refusal, {at}, before "
+                "the engine ran: its check looks what it was given (the model, its tokenizer, "
+                "the engine release's names) up in what this program release knows, and finds "
+                "nothing. A program release knows the models and engine releases of its time: "
+                f"a newer engine release that renamed or changed what it looks up (its "
+                f"requirements pin the engine release it was written for), or a model newer "
+                f"than it, fails here. {update[0].upper()}{update[1:]}, or install the engine "
+                f"release this `{program}` release declares."
+            ),
+        )
+    return _program_lead(
+        candidate,
+        program,
+        file,
+        function,
+        category="launch_args",
+        title=f"`{program}` refused its settings (the program that starts the engine)",
+        explanation=(
+            f"The first error, `{said[:300]}`, is `{program}`'s own refusal, {at}, before the "
+            "engine ran: a setting of the program (its config file or command line) is one it "
+            "does not accept, or two of its settings disagree. Change the setting the message "
+            f"names; if the settings are right, this `{program}` release does not support the "
+            f"combination: {update}."
+        ),
+        upgrade=False,
+    )
+
+
+def _program_call_fault(
+    candidate: Candidate, library: str, file: str, function: str, code: str
+) -> Finding | None:
+    """The program's call into a library the engine also uses, refused by the library: the
+    program release written against another release of it."""
+    found = _EXCEPTION.search(candidate.text.strip())
+    if found is None or _ENVIRONMENT_WORDS.search(candidate.text):
+        return None
+    name, message = found.group("name"), (found.group("message") or "").strip()
+    said = f"{name}: {message}" if message else name
+    program = _program_of(file, candidate.stack)
+    if program is None or program in mined.ENGINES or name not in (*_FAULTS, "RuntimeError"):
+        return None
+    distribution = distribution_name(DISTRIBUTIONS.get(library, library))
+    at = f"`{file}.py` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    return _program_lead(
+        candidate,
+        program,
+        file,
+        function,
+        category="kernel_build",
+        title=f"`{program}`'s call into `{library}` failed (the program that starts the engine)",
+        explanation=(
+            f"The first error, `{said[:300]}`, was raised in `{library}` when `{program}`'s own "
+            f"code called it, {at}, before any engine code ran. `{program}` uses `{library}` in "
+            f"a way the installed `{distribution}` does not accept: a `{distribution}` release "
+            f"newer than the one this `{program}` release was written against changed it "
+            f"(installed alone or pulled in by another package), or a bug of `{program}` on this "
+            f"path. {_update(program, frame_module(file) is not None)[0].upper()}"
+            f"{_update(program, frame_module(file) is not None)[1:]} (a newer release calls it "
+            f"the new way), or install the `{distribution}` release it was written against "
+            f"(`pip show {distribution}`; the program's requirements or its issues name it)."
+        ),
+    )
+
+
+def library_code_fault(candidate: Candidate) -> Finding | None:
+    """A slip in a kernel library's own code (``flashinfer``, ``aiter``) with no engine or
+    program frame above it in the traceback shown: a bug or a limit of that library's release
+    for the shapes, model or GPU in use, which its newer release fixes."""
+    stack = candidate.stack or ((candidate.frame,) if candidate.frame else ())
+    places = [place for frame in stack if (place := _place(frame)) is not None]
+    if not places or candidate.engine_frame:
+        return None
+    file, function, code = places[-1]
+    library = _library_of(file)
+    if library not in KERNEL_LIBRARIES or _DELIBERATE.match(code):
+        return None
+    if any(not _library_of(p[0]) and not _python_own(p[0]) for p in places[:-1]):
+        return None
+    slip = _slip(candidate, code)
+    if slip is None:
+        return None
+    name, message = slip
+    said = f"{name}: {message}" if message else name
+    distribution = distribution_name(DISTRIBUTIONS.get(library, library))
+    module = frame_module(file) or (file.replace("/", ".") if file[0] != "/" else library)
+    at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    return lead(
+        candidate,
+        signature="library-code-fault",
+        category="kernel_build",
+        title=f"A fault in `{distribution}`'s own code, in `{module}`",
+        explanation=(
+            f"The first error, `{said[:300]}`, was raised in `{distribution}`'s own code, {at}: "
+            "an internal check or a slip of the library, not a refusal it writes on purpose. The "
+            f"engine calls `{distribution}` for this model's kernels (or weight format) on this "
+            "GPU, and this release of it does not handle the shapes or the architecture it was "
+            f"given: a bug or a gap its newer release fixes. Upgrade `{distribution}` to the "
+            "newest release the engine accepts; until then, the engine option that chose this "
+            "backend (a MoE, attention or quantization backend flag or environment variable) is "
+            "the one to change. No signature or known issue knows this message, so treat it as "
+            "a lead."
+        ),
         patch=None,
-        patch_note="The program's settings or its release are what change, not the engine's.",
-        package=PackageAction(name=distribution, spec="", action="upgrade") if installed else None,
-        system_actions=[]
-        if installed
-        else [
-            f"Update the `{program}` source checkout: `git pull`, then reinstall it as its "
-            "README says."
-        ],
-        raised_in=f"{program} ({function})",
+        patch_note=f"No setting is known to fix it: the `{distribution}` release is the fix, "
+        "another backend the way round it.",
+        package=PackageAction(name=distribution, spec="", action="upgrade"),
+        raised_in=f"{distribution}, {module} ({function})",
         next_checks=[
-            (f"`pip show {distribution}`" if installed else f"`git log -1` in the `{program}` tree")
-            + " for the release; its newer releases' notes and issues for the message.",
-            "The program's settings that count GPUs, engines or nodes, against what it was "
-            "given (`nvidia-smi -L`, the placement or the job's resources).",
+            f"`pip show {distribution}` for the release; its newer releases' notes and issues "
+            "for the message.",
+            "The engine's log lines that name the backend it chose for this layer.",
+        ],
+    )
+
+
+_PLUGGED_CALL = re.compile(
+    r"TypeError: (?P<owner>[A-Z]\w*?(?P<role>Executor|Worker|Runner|Connector|Backend|Scheduler"
+    r"|Platform|Proposer))\.(?P<method>\w+)\(\) got an unexpected keyword argument "
+    r"'(?P<keyword>\w+)'"
+)
+"""The engine calling a method of a class in one of the roles it lets another program fill (an
+executor, a worker, a KV connector, an attention backend)."""
+
+
+def plugged_class_fault(candidate: Candidate, engine: str | None) -> Finding | None:
+    """A method of a class that no engine release defines, called with a keyword it does not
+    take: a program's subclass of an engine class, plugged into the engine (a framework's own
+    executor or worker), written for an engine release that did not pass that keyword yet."""
+    found = _PLUGGED_CALL.search(candidate.text)
+    if found is None or candidate.engine_frame:
+        return None
+    owner, method, keyword = found.group("owner", "method", "keyword")
+    engines = (engine,) if engine in mined.ENGINES else mined.ENGINES
+    if any(mined.modules_naming(name, owner) for name in engines):
+        return None
+    name = mined.ENGINE_NAMES.get(engine or "", "vLLM or SGLang")
+    call = f"{owner}.{method}()"
+    return lead(
+        candidate,
+        signature="plugged-class-written-for-another-release",
+        category="kernel_build",
+        title=f"`{owner}`, a program's own {found.group('role').lower()} class, does not take "
+        f"what {name} passes",
+        explanation=(
+            f"{name} called `{call}` with `{keyword}=`, which it does not take. No {name} "
+            f"release defines `{owner}`: it is a program's own subclass of {name}'s "
+            f"{found.group('role').lower()} class, plugged into the engine by the program that "
+            f"starts it (an RL or serving framework's own executor, worker or connector). The "
+            f"installed {name} passes `{keyword}` to `{method}()` and that class was written "
+            f"for an earlier {name} release that did not: the program and {name} are of "
+            f"releases that do not fit. Upgrade the program that provides `{owner}` to a "
+            f"release written for the installed {name}, or install the {name} release that "
+            "program declares. No signature or known issue knows it, so treat it as a lead."
+        ),
+        patch=None,
+        patch_note="No engine setting changes the call: the program and the engine, as a pair, "
+        "are what to change.",
+        system_actions=[
+            f"Upgrade the program (the framework) that provides `{owner}` to a release made for "
+            f"the installed {name}, or install the {name} release it declares "
+            f"(`pip show <program>` names it)."
+        ],
+        next_checks=[
+            f"`grep -rln 'class {owner}' \"$(python -c 'import site; "
+            "print(site.getsitepackages()[0])')\"` names the package that defines it; its "
+            "release notes name the engine release it pins.",
         ],
     )
 
@@ -353,7 +676,11 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         return []
     place = engine_place(first)
     if place is None:
-        program = program_code_fault(first)
+        program = (
+            program_code_fault(first)
+            or library_code_fault(first)
+            or plugged_class_fault(first, incident.engine)
+        )
         return [program] if program is not None else []
     if _DELIBERATE.match(place[3]):
         return []
