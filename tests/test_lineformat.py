@@ -469,6 +469,25 @@ def test_a_container_runtimes_stamp_is_not_the_message(line: str) -> None:
     assert record.ts == datetime(2026, 6, 8, 18, 1, 24, 332444, tzinfo=timezone.utc)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "vllm-server  | (APIServer pid=1) KeyError: 'gfx1151'",
+        "vllm-server-1  | 2026-06-08T18:01:24.332444215Z (APIServer pid=1) KeyError: 'gfx1151'",
+    ],
+)
+def test_a_compose_services_column_is_not_the_message(line: str) -> None:
+    """`docker compose up` and `docker compose logs` put the service's name and a bar before
+    each line it printed (`-t` a stamp after them): the record is the server's line, on the
+    service's own stream."""
+    record = LineParser("compose.log", 2020).parse(1, line)
+    assert record is not None
+    assert (record.engine, record.rank, record.text) == ("vllm", "APIServer", "KeyError: 'gfx1151'")
+    assert record.stream.split("|")[0].endswith(line.split(" ")[0])
+    table = LineParser("smi.log", 2020).parse(1, "| NVIDIA-SMI 570.86.15    Driver Version: 570 |")
+    assert table is not None and table.text.startswith("| NVIDIA-SMI")  # a table's own bar stays
+
+
 def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
     """xinference's actor framework writes `[address=..., pid=N]` between an exception's class
     and its words; the message signatures read is the exception's own."""

@@ -116,6 +116,10 @@ _RUNTIME_STAMP = re.compile(
 --timestamps`` an RFC 3339 stamp with nanoseconds, a CRI log file also the stream and a
 full-or-partial tag (``2026-06-08T18:01:24.332338885Z stdout F ``)."""
 
+_COMPOSE_PREFIX = re.compile(r"^(?P<service>[A-Za-z][\w.-]{0,62}) +\| ")
+"""Docker Compose's column before each line of a service's output (``vllm-server  | ``, the
+name padded to the longest service's), with ``docker compose logs -t``'s stamp after it."""
+
 
 def clean(text: str) -> str:
     """Terminal control sequences removed, carriage-return overprints resolved."""
@@ -197,6 +201,12 @@ class LineParser:
         elif line[:1].isdigit() and (stamp := _RUNTIME_STAMP.match(line)):
             record.text = line[stamp.end() :]
             record.ts = self._timed(_parse_iso(stamp.group("ts")))
+        elif " | " in line[:80] and (service := _COMPOSE_PREFIX.match(line)):
+            record.text = line[service.end() :]
+            record.stream = f"{record.stream}:{service.group('service')}"
+            if record.text[:1].isdigit() and (stamp := _RUNTIME_STAMP.match(record.text)):
+                record.text = record.text[stamp.end() :]
+                record.ts = self._timed(_parse_iso(stamp.group("ts")))
         self._apply_app_prefix(record)
         if pasted and pasted.group("ci") and record.ts is None:
             record.ts = self._timed(_parse_iso(pasted.group("ci")))

@@ -562,6 +562,15 @@ def _program_call_fault(
     )
 
 
+_GPU_ARCHITECTURE = re.compile(r"\bgfx\d{3,4}[a-z]?\b|\bsm_?\d{2,3}[a-z]?\b", re.I)
+_LIBRARY_OFF = {
+    "aiter": "Until an `aiter` release knows the path, start with AMD's AITER kernels off: "
+    "`VLLM_ROCM_USE_AITER=0` (vLLM) or `SGLANG_USE_AITER=0` (SGLang); where the engine still "
+    "imports it at start, `pip uninstall -y aiter` in the image (the engine's own kernels run).",
+}
+"""How to start without a kernel library whose own code failed, where the engines have a switch."""
+
+
 def library_code_fault(candidate: Candidate) -> Finding | None:
     """A slip in a kernel library's own code (``flashinfer``, ``aiter``) with no engine or
     program frame above it in the traceback shown: a bug or a limit of that library's release
@@ -584,6 +593,13 @@ def library_code_fault(candidate: Candidate) -> Finding | None:
     distribution = distribution_name(DISTRIBUTIONS.get(library, library))
     module = frame_module(file) or (file.replace("/", ".") if file[0] != "/" else library)
     at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    architecture = _GPU_ARCHITECTURE.search(message)
+    unknown_gpu = (
+        f" The value it could not handle, `{architecture.group()}`, is a GPU architecture: this "
+        f"release of `{distribution}` does not know this GPU."
+        if architecture
+        else ""
+    )
     return lead(
         candidate,
         signature="library-code-fault",
@@ -591,7 +607,8 @@ def library_code_fault(candidate: Candidate) -> Finding | None:
         title=f"A fault in `{distribution}`'s own code, in `{module}`",
         explanation=(
             f"The first error, `{said[:300]}`, was raised in `{distribution}`'s own code, {at}: "
-            "an internal check or a slip of the library, not a refusal it writes on purpose. The "
+            f"an internal check or a slip of the library, not a refusal it writes on purpose."
+            f"{unknown_gpu} The "
             f"engine calls `{distribution}` for this model's kernels (or weight format) on this "
             "GPU, and this release of it does not handle the shapes or the architecture it was "
             f"given: a bug or a gap its newer release fixes. Upgrade `{distribution}` to the "
@@ -605,6 +622,7 @@ def library_code_fault(candidate: Candidate) -> Finding | None:
         "another backend the way round it.",
         package=PackageAction(name=distribution, spec="", action="upgrade"),
         raised_in=f"{distribution}, {module} ({function})",
+        alternatives=[_LIBRARY_OFF[library]] if library in _LIBRARY_OFF else [],
         next_checks=[
             f"`pip show {distribution}` for the release; its newer releases' notes and issues "
             "for the message.",
