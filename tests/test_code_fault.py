@@ -344,3 +344,18 @@ def test_an_engine_call_a_programs_plugged_class_does_not_take_is_the_programs()
         run_text(log.replace("ExternalZeroMQDistributedExecutor", "RayDistributedExecutor"))
     )
     assert own is None or own.signature != "plugged-class-written-for-another-release"
+
+
+def test_a_programs_module_named_after_the_engine_is_still_the_programs() -> None:
+    """`site-packages/maxtext/integration/vllm/...` is MaxText's adapter, not vLLM's code."""
+    log = (
+        "[rank0]: Traceback (most recent call last):\n"
+        f'[rank0]:   File "{SITE}/maxtext/integration/vllm/adapter.py", line 266, in __call__\n'
+        "[rank0]:     hidden, kv_caches = self.model(\n"
+        f'[rank0]:   File "{SITE}/maxtext/layers/nnx_decoders.py", line 1854, in __call__\n'
+        '[rank0]:     kv_caches["key_cache"][lyr],\n'
+        "[rank0]: TypeError: list indices must be integers or slices, not str\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "program-code-fault"
+    assert cause.package is not None and cause.package.name == "maxtext"

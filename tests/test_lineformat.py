@@ -488,6 +488,17 @@ def test_a_compose_services_column_is_not_the_message(line: str) -> None:
     assert table is not None and table.text.startswith("| NVIDIA-SMI")  # a table's own bar stays
 
 
+def test_torch_distributeds_rank_prefix_is_not_the_message() -> None:
+    """A rank's stderr under torch.distributed carries `[rankN]: ` on every line: the line
+    after it is the rank's own (a traceback's indentation kept), on the rank's stream."""
+    parser = LineParser("ranks.log", 2025)
+    frame = parser.parse(1, '[rank0]:   File "/opt/venv/lib/python3.12/site-packages/x.py", line 3')
+    glog = parser.parse(2, "[rank1]:[W1204 10:00:00.1 ProcessGroupNCCL.cpp:1] Warning")
+    assert frame is not None and frame.text.startswith('  File "/opt/venv/')
+    assert frame.stream.endswith(":rank0")
+    assert glog is not None and glog.text.startswith("[W1204 ") and glog.stream.endswith(":rank1")
+
+
 def test_an_actor_frameworks_address_tag_is_left_out_of_the_message() -> None:
     """xinference's actor framework writes `[address=..., pid=N]` between an exception's class
     and its words; the message signatures read is the exception's own."""

@@ -82,10 +82,12 @@ _TRACEBACK_CODE = re.compile(r'^\s*(?:File "[^"\n]*", line \d+|raise\b|assert\b)
 """A frame or source line of a traceback (``raise RuntimeError(``): it names an exception
 class without being the error."""
 _ENGINE_FILE = re.compile(
-    rf'File "(?:[^"\n]*/)?(?:{"|".join(p.name for p in profiles())})(?:_[a-z]\w*)?/[^"\n]*\.py"'
+    r'File "(?:[^"\n]*?/(?:site|dist)-packages/|(?![^"\n]*-packages/)(?:[^"\n]*/)?)'
+    rf'(?:{"|".join(p.name for p in profiles())})(?:_[a-z]\w*)?/[^"\n]*\.py"'
 )
 """A frame in a file of an engine's own package (a release, a source tree or a fork of it) or
-of a package named after it (a platform plugin such as ``vllm_ascend``)."""
+of a package named after it (a platform plugin such as ``vllm_ascend``); not another installed
+package's module of that name (``site-packages/maxtext/integration/vllm/adapter.py``)."""
 _FLATTENED_ERROR = re.compile(r"\s(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """An exception line run into a frame line (``File "x.py", line 5, in f raise E(e)
 requests.exceptions.ConnectionError: ...``): a traceback pasted with its line breaks lost."""

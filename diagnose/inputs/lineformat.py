@@ -116,6 +116,9 @@ _RUNTIME_STAMP = re.compile(
 --timestamps`` an RFC 3339 stamp with nanoseconds, a CRI log file also the stream and a
 full-or-partial tag (``2026-06-08T18:01:24.332338885Z stdout F ``)."""
 
+_TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]: ?")
+"""torch.distributed's prefix on every line a rank writes to stderr (``[rank0]: Traceback ...``,
+``[rank1]:[W ...] ...``): the line after it is the rank's, on the rank's own stream."""
 _COMPOSE_PREFIX = re.compile(r"^(?P<service>[A-Za-z][\w.-]{0,62}) +\| ")
 """Docker Compose's column before each line of a service's output (``vllm-server  | ``, the
 name padded to the longest service's), with ``docker compose logs -t``'s stamp after it."""
@@ -261,6 +264,9 @@ class LineParser:
         if piped is not None:
             record.text = record.text[piped.end() :]
             record.ts = record.ts or self._timed(_parse_iso(piped.group("ts")))
+        if record.text.startswith("[rank") and (torch_rank := _TORCH_RANK.match(record.text)):
+            record.text = record.text[torch_rank.end() :]
+            record.stream += f":rank{torch_rank.group('rank')}"
         text = record.text
         sglang = _SGLANG.match(text)
         if sglang:
