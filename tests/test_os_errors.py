@@ -118,3 +118,30 @@ def test_an_error_number_it_has_no_reading_for_stays_unexplained() -> None:
     error = "OSError: [Errno 22] Invalid argument"
     cause = primary(run_text(_engine_core_failure(STORAGE, error)))
     assert cause is not None and cause.signature != "os-error"
+
+
+@pytest.mark.parametrize(
+    ("error", "variable"),
+    [
+        (
+            "openai_harmony.HarmonyError: error downloading or loading vocab file: an underlying "
+            'IO error occurred while creating file "/tmp/tiktoken-rs-cache/fb374d": Permission '
+            "denied (os error 13)",
+            "TIKTOKEN_RS_CACHE_DIR",
+        ),
+        (
+            'Exception: an IO error occurred while creating file "/home/app/.cache/huggingface/'
+            'xet/logs": Permission denied (os error 13)',
+            "HF_HOME",
+        ),
+    ],
+)
+def test_a_cache_the_user_may_not_write_moves_by_its_own_variable(
+    error: str, variable: str
+) -> None:
+    """A cache directory another user created first (or a read-only home): the path the
+    message quotes, in either spelling, names the variable that moves that cache."""
+    cause = primary(run_text(error + "\n"))
+    assert cause is not None and cause.signature == "os-error"
+    assert cause.patch is not None and variable in cause.patch.env_set
+    assert "cache" in cause.title

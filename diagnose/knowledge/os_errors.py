@@ -16,9 +16,10 @@ from typing import NamedTuple
 import regex
 
 from diagnose.core.explain import Candidate, IncidentView, lead
-from diagnose.core.models import Finding
+from diagnose.core.models import Finding, Patch
 
 SIGNATURE = "os-error"
+_OWNED_DIRECTORY = "<a directory the server's user owns>"
 _OS_ERROR = regex.compile(
     r"\[Errno (?P<number>-?\d+)\] (?P<words>[^:'\n\]]+?)(?=$|[:'\")\],]| \()"
     r"(?:: '(?P<path>[^'\n]+)'(?: -> '[^'\n]+')?)?"
@@ -44,6 +45,29 @@ _MODEL = regex.compile(
     regex.IGNORECASE,
 )
 _LIBRARY = regex.compile(r"\.so(?:\.[\d.]+)?$")
+_QUOTED_PATH = regex.compile(r"[\"'](?P<path>/[^\"'\n]{2,300})[\"']")
+"""A path a message quotes in its own words (Rust's ``while creating file "/tmp/x": ...``)."""
+_CACHES = (
+    (regex.compile(r"/tiktoken-rs-cache(?:/|$)"), "TIKTOKEN_RS_CACHE_DIR"),
+    (regex.compile(r"/data-gym-cache(?:/|$)|/tiktoken(?:_cache)?(?:/|$)"), "TIKTOKEN_CACHE_DIR"),
+    (regex.compile(r"/huggingface(?:/|$)"), "HF_HOME"),
+    (regex.compile(r"/\.triton(?:/|$)|/triton_cache(?:/|$)"), "TRITON_CACHE_DIR"),
+    (regex.compile(r"/torchinductor"), "TORCHINDUCTOR_CACHE_DIR"),
+    (regex.compile(r"/torch_extensions(?:/|$)"), "TORCH_EXTENSIONS_DIR"),
+    (regex.compile(r"/\.cache/vllm(?:/|$)"), "VLLM_CACHE_ROOT"),
+    (regex.compile(r"/\.cache/flashinfer(?:/|$)"), "FLASHINFER_WORKSPACE_BASE"),
+    (regex.compile(r"/\.cache/outlines(?:/|$)"), "OUTLINES_CACHE_DIR"),
+    (regex.compile(r"/\.nv/ComputeCache(?:/|$)"), "CUDA_CACHE_PATH"),
+    (regex.compile(r"/\.cache(?:/|$)"), "XDG_CACHE_HOME"),
+)
+"""Cache directories the engines' libraries write at start-up, with the variable that moves each
+(the first that fits): a cache another user created first, or one under a read-only home."""
+
+
+def _cache_variable(path: str) -> str | None:
+    return next((variable for pattern, variable in _CACHES if pattern.search(path)), None)
+
+
 _COMPILERS = frozenset(("gcc", "cc", "c++", "g++", "clang", "nvcc", "ninja", "hipcc", "make"))
 
 
@@ -52,6 +76,8 @@ class _Reading(NamedTuple):
     title: str
     meaning: str
     check: str
+    variable: str | None = None
+    """An environment variable that moves the directory the error names elsewhere."""
 
 
 def _what(path: str) -> str:
@@ -117,6 +143,20 @@ def _access(path: str | None, number: int) -> _Reading:
             "or it lies on a file system mounted `noexec`. Make it executable, or install it "
             "where the server may run it.",
             f"`command -v {path}` and `ls -l $(command -v {path})` as the server's user.",
+        )
+    variable = _cache_variable(path)
+    if variable is not None:
+        return _Reading(
+            "unit_config",
+            f"The server's user may not write its cache at `{path}`",
+            f"The user the server runs as may not create or write `{path}`, a cache a library "
+            f"writes at start-up: the directory belongs to another user (on a shared host, "
+            f"whoever ran first created it, often under `/tmp`; or an earlier run as root), or "
+            f"the home it lies in is read-only (a container's arbitrary user ID, systemd "
+            f"`ProtectHome=`). Point `{variable}` at a directory this user owns (or give the "
+            "user that directory).",
+            f"`namei -l {path}` as the server's user: the directory's owner and mode.",
+            variable,
         )
     return _Reading(
         "unit_config",
@@ -344,6 +384,8 @@ def os_error_findings(incident: IncidentView) -> list[Finding]:
     first, found = read
     number, words = int(found.group("number")), found.group("words").strip()
     path = found.group("path").strip() if found.group("path") else None
+    if path is None and (quoted := _QUOTED_PATH.search(first.text[: found.start()])):
+        path = quoted.group("path")  # the last path the message names before the error's words
     reading = _reading(number, words, path, first.text)
     if reading is None:
         return []
@@ -358,8 +400,13 @@ def os_error_findings(incident: IncidentView) -> list[Finding]:
                 f"{number} ({words}). {reading.meaning} No signature or known issue knows this "
                 "message, so the reading comes from the error number and what it names."
             ),
-            patch=None,
-            patch_note="The change depends on which of the usual causes the check confirms.",
+            patch=Patch(env_set={reading.variable: _OWNED_DIRECTORY}) if reading.variable else None,
+            patch_note=(
+                f"`{reading.variable}` moves the cache; the directory must exist and belong to "
+                "the server's user."
+                if reading.variable
+                else "The change depends on which of the usual causes the check confirms."
+            ),
             next_checks=[reading.check],
         )
     ]
