@@ -368,3 +368,17 @@ def test_a_later_releases_wording_of_the_same_failure_finds_its_record() -> None
     cause = primary(_diagnosed(log))
     assert cause is not None and cause.signature == "other-vllm-failed-to-infer-device-type"
     assert cause.category == "cuda_driver"
+
+
+def test_a_long_list_in_a_trailing_hole_is_values_not_a_class_of_message() -> None:
+    """A record whose last hole takes the list the message prints (the architectures that
+    may be pipelined) names that message, however long the list: it replaces the broad
+    NotImplementedError reading."""
+    archs = [f"Arch{n}ForCausalLM" for n in range(17)]
+    log = (
+        "INFO 10-01 10:00:00 api_server.py:1] vLLM API server version 0.6.1\n"
+        "NotImplementedError: Pipeline parallelism is only supported for the following  "
+        f"architectures: {archs}\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-pipeline-parallel-unsupported-model"

@@ -221,8 +221,12 @@ class KnownIssueMatch:
         open_holes: frozenset[str] = frozenset(),
     ) -> KnownIssueMatch:
         """The match of ``record`` on ``message``, judged against the incident's engine."""
-        widest = max(  # words, not one value (a URL, an id) that happens to be long
-            (len(values[name]) for name in open_holes if len(values.get(name, "").split()) > 1),
+        widest = max(  # words, not one value (a URL, an id) or a list of values that is long
+            (
+                len(values[name])
+                for name in open_holes
+                if len(values.get(name, "").split()) > 1 and values[name].lstrip()[:1] not in "[{("
+            ),
             default=0,
         )
         return cls(
