@@ -371,7 +371,13 @@ def _caller(candidate: Candidate) -> tuple[str, str, str, str] | None:
     return None
 
 
+def _capital(text: str) -> str:
+    """``text`` to begin a sentence."""
+    return text[:1].upper() + text[1:]
+
+
 def _update(program: str, installed: bool) -> str:
+    """The change to a program's release: the upgrade of an installed one, else its checkout."""
     distribution = distribution_name(DISTRIBUTIONS.get(program, program))
     return (
         f"upgrade `{distribution}`"
@@ -504,7 +510,7 @@ def _program_refusal(
                 "nothing. A program release knows the models and engine releases of its time: "
                 f"a newer engine release that renamed or changed what it looks up (its "
                 f"requirements pin the engine release it was written for), or a model newer "
-                f"than it, fails here. {update[0].upper()}{update[1:]}, or install the engine "
+                f"than it, fails here. {_capital(update)}, or install the engine "
                 f"release this `{program}` release declares."
             ),
         )
@@ -554,9 +560,9 @@ def _program_call_fault(
             f"a way the installed `{distribution}` does not accept: a `{distribution}` release "
             f"newer than the one this `{program}` release was written against changed it "
             f"(installed alone or pulled in by another package), or a bug of `{program}` on this "
-            f"path. {_update(program, frame_module(file) is not None)[0].upper()}"
-            f"{_update(program, frame_module(file) is not None)[1:]} (a newer release calls it "
-            f"the new way), or install the `{distribution}` release it was written against "
+            f"path. {_capital(_update(program, frame_module(file) is not None))} (a newer "
+            f"release calls it the new way), or install the `{distribution}` release it was "
+            "written against "
             f"(`pip show {distribution}`; the program's requirements or its issues name it)."
         ),
     )
