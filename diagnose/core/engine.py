@@ -163,10 +163,12 @@ _EXPLAINING = ("match", "step")
 
 def _explains(state: _State, role: str, index: int) -> bool:
     """Whether a hit explains its line: a specific signature's match, or the last step of a
-    sequence (a first step alone, or an absence's progress line, explains nothing yet)."""
+    sequence whose earlier steps were seen (a first step alone, the last one without them, or
+    an absence's progress line, explains nothing yet)."""
     if not _specific(state.signature):
         return False
-    return role == "match" or (role == "step" and index == len(state.steps) - 1)
+    last_step = role == "step" and index == len(state.steps) - 1
+    return role == "match" or (last_step and all(state.steps[:index]))
 
 
 class Hit(NamedTuple):
