@@ -201,12 +201,10 @@ class LineParser:
         outer = _JOURNAL_SHORT.match(line) or _JOURNAL_ISO.match(line)
         if outer:
             self._apply_journal_prefix(record, outer)
-        elif line[:1].isdigit() and (stamp := _RUNTIME_STAMP.match(line)):
-            record.text = line[stamp.end() :]
-            record.ts = self._timed(_parse_iso(stamp.group("ts")))
-        elif " | " in line[:80] and (service := _COMPOSE_PREFIX.match(line)):
-            record.text = line[service.end() :]
-            record.stream = f"{record.stream}:{service.group('service')}"
+        else:
+            if " | " in line[:80] and (service := _COMPOSE_PREFIX.match(line)):
+                record.text = line[service.end() :]
+                record.stream = f"{record.stream}:{service.group('service')}"
             if record.text[:1].isdigit() and (stamp := _RUNTIME_STAMP.match(record.text)):
                 record.text = record.text[stamp.end() :]
                 record.ts = self._timed(_parse_iso(stamp.group("ts")))

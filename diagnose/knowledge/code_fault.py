@@ -82,16 +82,34 @@ def calling_program(raising: str | None) -> str | None:
     return top
 
 
+def _place(frame: str) -> tuple[str, str, str] | None:
+    """A frame's file (without ``.py``), function and code line."""
+    head, _, code = frame.partition("\n")
+    found = _FRAME.search(head)
+    return (found.group("file"), found.group("function"), code.strip()) if found else None
+
+
+def _where(name: str, function: str, code: str) -> str:
+    """Where in the code an error was raised, for a finding's words: the file or module, the
+    function and the code line."""
+    return f"`{name}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+
+
+def _frames(candidate: Candidate) -> tuple[str, ...]:
+    """The candidate's traceback frames, outermost first (its innermost alone where the
+    traceback was not kept whole)."""
+    return candidate.stack or ((candidate.frame,) if candidate.frame else ())
+
+
 def _module(frame: str) -> tuple[str, str, str, str] | None:
     """The engine, its module, the function and the code line of a frame in the engine's own
     files; None for a frame elsewhere."""
-    head, _, code = frame.partition("\n")
-    found = _FRAME.search(head)
-    module = frame_module(found.group("file")) if found else None
+    place = _place(frame)
+    module = frame_module(place[0]) if place else None
     engine = module.partition(".")[0] if module else None
-    if found is None or module is None or engine not in mined.ENGINES:
+    if place is None or module is None or engine not in mined.ENGINES:
         return None
-    return engine, module, found.group("function"), code.strip()
+    return engine, module, place[1], place[2]
 
 
 def engine_place(candidate: Candidate) -> tuple[str, str, str, str] | None:
@@ -193,13 +211,12 @@ def _plugin_place(candidate: Candidate) -> tuple[str, PlatformPlugin, str, str, 
     frame = candidate.engine_frame or candidate.frame
     if not frame:
         return None
-    head, _, code = frame.partition("\n")
-    found = _FRAME.search(head)
-    owned = plugin_file(found.group("file")) if found else None
-    if found is None or owned is None:
+    place = _place(frame)
+    owned = plugin_file(place[0]) if place else None
+    if place is None or owned is None:
         return None
     engine, plugin, module = owned
-    return engine, plugin, module, found.group("function"), code.strip()
+    return engine, plugin, module, place[1], place[2]
 
 
 def platform_plugin_fault(candidate: Candidate) -> Finding | None:
@@ -217,7 +234,7 @@ def platform_plugin_fault(candidate: Candidate) -> Finding | None:
     name, message = slip
     engine_name = mined.ENGINE_NAMES[engine]
     said = f"{name}: {message}" if message else name
-    at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    at = _where(module, function, code)
     config = _CONFIG_ATTRIBUTE.search(message) if name == "AttributeError" else None
     reading = (
         f" The plugin reads `{config.group('attribute')}` from the model's configuration, which "
@@ -302,9 +319,9 @@ def _common_package(file: str, stack: tuple[str, ...]) -> str | None:
     directory, not the folder a script sits in."""
     files = {file}
     for frame in stack:
-        found = _FRAME.search(frame.partition("\n")[0])
-        if found and program_source(found.group("file")) and found.group("file").startswith("/"):
-            files.add(found.group("file"))
+        place = _place(frame)
+        if place and program_source(place[0]) and place[0].startswith("/"):
+            files.add(place[0])
     split = [f.split("/")[:-1] for f in files]
     common = []
     for names in zip(*split, strict=False):
@@ -333,13 +350,6 @@ _ENVIRONMENT_WORDS = re.compile(
 """Words of an error that the machine or the network caused, not the code that made the call."""
 
 
-def _place(frame: str) -> tuple[str, str, str] | None:
-    """A frame's file (without ``.py``), function and code line."""
-    head, _, code = frame.partition("\n")
-    found = _FRAME.search(head)
-    return (found.group("file"), found.group("function"), code.strip()) if found else None
-
-
 def _library_of(file: str) -> str | None:
     """The package under the engine that a frame's file belongs to (``flashinfer``), installed
     or by a relative path (``aiter/rotary_embedding``)."""
@@ -358,7 +368,7 @@ def _caller(candidate: Candidate) -> tuple[str, str, str, str] | None:
     innermost), and the file, function and code line of the innermost frame outside the
     libraries and Python's own code, which called into it; None when the innermost frame is no
     library's or no frame calls into it."""
-    stack = candidate.stack or ((candidate.frame,) if candidate.frame else ())
+    stack = _frames(candidate)
     innermost = _place(stack[-1]) if stack else None
     library = _library_of(innermost[0]) if innermost else None
     if library is None:
@@ -444,7 +454,7 @@ def program_code_fault(candidate: Candidate) -> Finding | None:
     if place is None or program is None or program in mined.ENGINES:
         return None
     file, function, code = place
-    at = f"`{file}.py` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    at = _where(f"{file}.py", function, code)
     update = _update(program, frame_module(file) is not None)
     if _DELIBERATE.match(code):
         return _program_refusal(candidate, program, file, function, at, update)
@@ -546,7 +556,7 @@ def _program_call_fault(
     if program is None or program in mined.ENGINES or name not in (*_FAULTS, "RuntimeError"):
         return None
     distribution = distribution_name(DISTRIBUTIONS.get(library, library))
-    at = f"`{file}.py` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    at = _where(f"{file}.py", function, code)
     return _program_lead(
         candidate,
         program,
@@ -581,7 +591,7 @@ def library_code_fault(candidate: Candidate) -> Finding | None:
     """A slip in a kernel library's own code (``flashinfer``, ``aiter``) with no engine or
     program frame above it in the traceback shown: a bug or a limit of that library's release
     for the shapes, model or GPU in use, which its newer release fixes."""
-    stack = candidate.stack or ((candidate.frame,) if candidate.frame else ())
+    stack = _frames(candidate)
     places = [place for frame in stack if (place := _place(frame)) is not None]
     if not places or candidate.engine_frame:
         return None
@@ -598,7 +608,7 @@ def library_code_fault(candidate: Candidate) -> Finding | None:
     said = f"{name}: {message}" if message else name
     distribution = distribution_name(DISTRIBUTIONS.get(library, library))
     module = frame_module(file) or (file.replace("/", ".") if file[0] != "/" else library)
-    at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    at = _where(module, function, code)
     architecture = _GPU_ARCHITECTURE.search(message)
     unknown_gpu = (
         f" The value it could not handle, `{architecture.group()}`, is a GPU architecture: this "
@@ -654,7 +664,7 @@ def plugged_class_fault(candidate: Candidate, engine: str | None) -> Finding | N
     if found is None or candidate.engine_frame:
         return None
     owner, method, keyword = found.group("owner", "method", "keyword")
-    engines = (engine,) if engine in mined.ENGINES else mined.ENGINES
+    engines = mined.engines_to_read(engine)
     if any(mined.modules_naming(name, owner) for name in engines):
         return None
     name = mined.ENGINE_NAMES.get(engine or "", "vLLM or SGLang")
@@ -719,7 +729,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             return [optional]
     engine_name = mined.ENGINE_NAMES[engine]
     said = f"{name}: {message}" if message else name
-    at = f"`{module}` (`{function}`)" + (f", at `{code[:160]}`" if code else "")
+    at = _where(module, function, code)
     when = (
         "The server was ready and serving when it died (a run-time failure). "
         if first.phase == SERVING

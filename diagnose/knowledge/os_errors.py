@@ -65,6 +65,7 @@ _CACHES = (
 
 
 def _cache_variable(path: str) -> str | None:
+    """The variable that moves the cache ``path`` lies in; None for a path in no known cache."""
     return next((variable for pattern, variable in _CACHES if pattern.search(path)), None)
 
 
