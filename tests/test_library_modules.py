@@ -383,7 +383,7 @@ def test_a_traceback_cut_at_an_import_no_library_release_satisfies_names_the_eng
     assert cause.raised_in == "vllm.model_executor.models.qwen2_5_vl"
 
 
-def test_a_program_cut_at_an_engine_import_the_newer_engine_dropped_asks_for_the_older() -> None:
+def test_a_program_cut_at_an_engine_import_the_newer_engine_dropped_asks_it_to_follow() -> None:
     span = mined.api_span("vllm", "vllm.lora.models", "LoRAModel")
     assert span is not None and span.last_with is not None and span.dropped is not None
     log = (
@@ -392,9 +392,10 @@ def test_a_program_cut_at_an_engine_import_the_newer_engine_dropped_asks_for_the
         "    from vllm.lora.models import (LoRAModel, LoRAModelManager,\n"
     )
     cause = primary(_diagnosed(log))
-    assert _change(cause) == ("vllm", f"=={span.last_with}", "downgrade")
+    assert _change(cause) == ("unsloth-zoo", "", "upgrade")
     assert cause is not None and cause.confidence is Confidence.LOW  # the release is not shown
     assert "`unsloth-zoo` was written for vLLM" in cause.explanation
+    assert f"install vllm=={span.last_with} instead" in cause.explanation
 
 
 @pytest.mark.parametrize(

@@ -87,16 +87,31 @@ def test_the_table_knows_when_a_module_and_a_name_came_and_went() -> None:
     assert mined.api_span("vllm", "vllm", "NoSuchName") is None  # vllm/__init__.py binds lazily
 
 
-def test_a_module_the_newer_releases_dropped_asks_for_the_newest_release_with_it() -> None:
+def test_a_module_the_newer_releases_dropped_asks_the_program_to_follow_the_engine() -> None:
+    """A plugin written for an older engine: its own upgrade first, the newest engine release
+    that still has the module the other way."""
     cause = primary(_diagnosed(_missing_module("vllm.inputs.data")))
+    assert cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "vllm-omni",
+        "",
+        "upgrade",
+    )
+    assert "`vllm.inputs.data` is in vLLM up to 0.18.1 and gone from 0.19.1" in cause.explanation
+    assert "Upgrade `vllm-omni` to a release written for the installed vLLM" in cause.explanation
+    assert "where there is none yet, install vllm==0.18.1 instead" in cause.explanation
+
+
+def test_an_engine_that_imports_the_other_engine_asks_for_its_release() -> None:
+    """An engine built on the other one's modules pins that release: no upgrade of the
+    importer is offered, the newest release with the module is."""
+    cause = primary(_diagnosed(_missing_module("vllm.inputs.data", importer="sglang")))
     assert cause is not None and cause.package is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "vllm",
         "==0.18.1",
         "downgrade",
     )
-    assert "`vllm.inputs.data` is in vLLM up to 0.18.1 and gone from 0.19.1" in cause.explanation
-    assert "A release of `vllm-omni` written for the installed vLLM" in cause.explanation
 
 
 def test_a_module_only_some_releases_have_asks_for_those_releases() -> None:
@@ -130,7 +145,8 @@ def test_the_release_in_the_log_decides_and_one_that_has_it_changes_nothing() ->
     assert shipping.package.spec == ""  # an incomplete install: no release to move to
     newer = primary(_diagnosed(log, ("vllm", "0.30.0")))
     assert newer is not None and newer.package is not None
-    assert (newer.package.spec, newer.package.action) == ("==0.24.0", "downgrade")
+    assert (newer.package.name, newer.package.action) == ("vllm-omni", "upgrade")
+    assert "install vllm==0.24.0 instead" in newer.explanation
     older = primary(_diagnosed(log, ("vllm", "0.14.1")))
     assert older is not None and older.package is not None
     assert (older.package.spec, older.package.action) == (">=0.18.1,<=0.24.0", "upgrade")

@@ -125,7 +125,10 @@ def cut_import(text: str, engine_version: str | None) -> CutImport | None:
     for failed in asked:
         moved = _release_change(package, failed, None, required, _pip_name(top))
         if moved is not None and moved[0] is not None:
-            return CutImport(failed, importer, moved[0], moved[1])
+            change, note = moved[0], moved[1]
+            if top is not None:
+                change, note = _program_behind_engine(change, note, top)
+            return CutImport(failed, importer, change, note)
     return None
 
 
@@ -407,18 +410,43 @@ def _api_fix(
     failed = next(_missing_in(finding, change.name), None)
     if failed is None:
         return finding
-    moved = _release_change(
-        change.name, failed, installed, required, _importer_named(finding, change.name)
-    )
+    importer = _importer(finding, change.name)
+    moved = _release_change(change.name, failed, installed, required, _pip_name(importer))
     if moved is None:
         return finding
     package, note = moved
+    if package is not None and importer is not None:
+        package, note = _program_behind_engine(package, note, importer)
     return finding.model_copy(
         update={
             "package": package or change,
             "explanation": f"{finding.explanation} {note}",
         }
     )
+
+
+def _program_behind_engine(
+    change: PackageAction, note: str, importer: str
+) -> tuple[PackageAction, str]:
+    """For a program or plugin (not an engine) that imports what the installed engine has
+    dropped: the program's upgrade first, the engine's older release the other way. The engine
+    moves and removes its modules between releases, and the code built on it follows in its
+    own next release; going back to the engine release it was written for undoes whatever the
+    engine's upgrade was for. Any other change stays as it is."""
+    if change.action != "downgrade" or change.name not in mined.ENGINES:
+        return change, note
+    if importer in mined.ENGINES:
+        return change, note
+    program = DISTRIBUTIONS.get(importer) or distribution_name(importer)
+    title = mined.ENGINE_NAMES[change.name]
+    note = note.removesuffix(f" Install {change.name}{change.spec}.")
+    note = note.replace(
+        f" A release of `{program}` written for the installed {title} is the other way.",
+        f" Upgrade `{program}` to a release written for the installed {title} (its release "
+        f"notes or requirements name the {title} it supports); where there is none yet, "
+        f"install {change.name}{change.spec} instead.",
+    )
+    return PackageAction(name=program, spec="", action="upgrade"), note
 
 
 def _missing_in(finding: Finding, package: str) -> Iterator[FailedImport]:
@@ -527,12 +555,6 @@ def _exact(
         f"A release of {importer} written for the installed {title} is the other way."
     )
     return f"=={having[-1]}", "downgrade", note
-
-
-def _importer_named(finding: Finding, package: str) -> str:
-    """The importing package as pip names it, in backquotes ("the importing code" when no
-    frame shows)."""
-    return _pip_name(_importer(finding, package))
 
 
 def _pip_name(package: str | None) -> str:
