@@ -63,14 +63,18 @@ def diagnose_files(
     from diagnose.core.deployment import recognise
     from diagnose.core.launch import read_launch
     from diagnose.core.models import Deployment
+    from diagnose.core.pythonlaunch import python_launch, with_python_launch
 
-    seen = recognise(log_sample(logs, diagnosis))
+    sample = log_sample(logs, diagnosis)
+    seen = recognise(sample)
     if deployment is not None and deployment != seen.kind:
         seen = Deployment(
             kind=deployment,  # type: ignore[arg-type]
             orchestrator=seen.orchestrator,
             evidence=["given with --deployment"],
         )
+    evidence = [e.text for f in diagnosis.findings for e in f.evidence]
+    diagnosis = with_python_launch(diagnosis, python_launch(sample, evidence))
     return contextualize(diagnosis, seen, Target(launch=read_launch(facts)))
 
 
