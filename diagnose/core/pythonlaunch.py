@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from diagnose.core.models import Diagnosis, Finding
 
 _PREFIX = r"(?:\[rank\d+\]:\s?|\([\w-]+ pid=\d+\)\s?)?"
-_FRAME = re.compile(
-    rf'^{_PREFIX}\s*File "(?P<file>[^"\n]+)", line (?P<line>\d+), in (?P<scope>\S+)'
-)
+_FRAME = re.compile(rf'^{_PREFIX}\s*File "(?P<file>[^"\n]+)", line (?P<line>\d+), in \S+')
 _TRACEBACK = re.compile(rf"^{_PREFIX}Traceback \(most recent call last\):")
 _ENGINE_FILE = re.compile(r"/(?:vllm|sglang)/[\w/]+\.py$")
 _NOT_A_PROGRAM = re.compile(r"/(?:site|dist)-packages/|/lib/python|^<|/bin/[\w.-]+$")
