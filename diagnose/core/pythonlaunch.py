@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from diagnose.core.models import Diagnosis, Finding
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES
 
 _PREFIX = r"(?:\[rank\d+\]:\s?|\([\w-]+ pid=\d+\)\s?)?"
 _FRAME = re.compile(rf'^{_PREFIX}\s*File "(?P<file>[^"\n]+)", line (?P<line>\d+), in \S+')
@@ -62,17 +63,13 @@ def python_launch(lines: list[str], evidence: Iterable[str] = ()) -> PythonLaunc
         code = _bare(lines[at + 2]) if at + 2 < end and not _FRAME.match(lines[at + 2]) else ""
         if _ENGINE_FILE.search(outer.group("file")) or _COMMAND_LINE_ENTRY.match(code):
             continue
-        span = lines[at + 2 : min(end, at + _MOST_LINES)]
+        span = lines[at + 2 : min(end, at + MAX_TRACEBACK_LINES)]
         if any(
             (frame := _FRAME.match(text)) and _ENGINE_FILE.search(frame.group("file"))
             for text in span
         ) or any(_bare(text) in wanted for text in span):
             return PythonLaunch(outer.group("file"), int(outer.group("line")), code, refused)
     return None
-
-
-_MOST_LINES = 400
-"""How far after its first line a traceback is read."""
 
 
 def _bare(text: str) -> str:
