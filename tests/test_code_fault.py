@@ -114,6 +114,29 @@ def test_a_slip_in_cuda_graph_capture_offers_the_eager_start_as_its_test() -> No
     assert any("--enforce-eager" in a for a in cause.alternatives)
 
 
+CUSTOM_ALL_REDUCE = [
+    ("sglang/srt/distributed/parallel_state.py", "__init__", "self.ca_comm = CustomAllreduce("),
+    (
+        "sglang/srt/distributed/device_communicators/custom_all_reduce.py",
+        "wrapper",
+        "pynvml.nvmlInit()",
+    ),
+]
+
+
+def test_ranks_that_print_one_error_at_once_lend_it_their_frames() -> None:
+    """Two ranks' tracebacks interleaved (sglang#3135 on ROCm): the first rank's exception
+    line comes under the other's first frame, alone; the frames are those the same words end
+    elsewhere, and the custom all-reduce path offers its off switch as the test."""
+    frames = _traceback(CUSTOM_ALL_REDUCE, "NameError: name 'pynvml' is not defined").splitlines()
+    log = "\n".join([*frames[:3], "NameError: name 'pynvml' is not defined", *frames[3:]]) + "\n"
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.evidence[0].line == 4  # the first error, read with the frames of its twin
+    assert "custom_all_reduce` (`wrapper`), at `pynvml.nvmlInit()`" in cause.explanation
+    assert any("--disable-custom-all-reduce" in a for a in cause.alternatives)
+
+
 def test_a_source_checkout_worker_traceback_reads_as_the_engines_own_assert() -> None:
     """A vLLM worker's traceback from a source checkout: relative frame paths, code lines
     written without the process prefix their frame line has, and the engine's relay of the

@@ -866,6 +866,13 @@ class Engine:
             return raised_message(text) or text
         return text
 
+    def _traced_at(self, record: Record) -> int:
+        """Where the record's traceback frames are kept: its own line, or for an exception
+        line that came without frames the first traceback that ends in the same words."""
+        if record.seq in self.incident.frames:
+            return record.seq
+        return self.incident.traced.get(record.text.strip(), record.seq)
+
     def _explain_records(
         self, records: Sequence[Record], unit: str | None, engine: str | None
     ) -> Finding | None:
@@ -874,6 +881,7 @@ class Engine:
         # only here and below: a run that no tier is asked about never loads their seam
         from diagnose.core.explain import Candidate, IncidentView
 
+        traced = [(record, self._traced_at(record)) for record in records]
         candidates = tuple(
             Candidate(
                 text=self._message_of(record),
@@ -881,11 +889,11 @@ class Engine:
                     _record_evidence(record, record.ts, unit), self.incident.wrapped.get(record.seq)
                 ),
                 phase=self._phase_at(record.rank, record.seq),
-                frame=self.incident.frames.get(record.seq),
-                engine_frame=self.incident.engine_frames.get(record.seq),
-                stack=self.incident.stacks.get(record.seq, ()),
+                frame=self.incident.frames.get(at),
+                engine_frame=self.incident.engine_frames.get(at),
+                stack=self.incident.stacks.get(at, ()),
             )
-            for record in records
+            for record, at in traced
         )
         view = IncidentView(candidates, engine, self._engine_version(engine), unit)
         # the first tier's answer; one of low confidence (a known issue for any unrecognized

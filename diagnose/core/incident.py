@@ -282,6 +282,10 @@ class IncidentTracker:
         self.stacks: dict[int, tuple[str, ...]] = {}
         """Likewise, every frame of the traceback, outermost first (whose code called the
         code that raised)."""
+        self.traced: dict[str, int] = {}
+        """By its exception line's words, the first traceback that kept its frames: where
+        several ranks print one error at once, one rank's exception line may come alone
+        between another's frames, and its frames are those of the same words."""
 
     def _forget_old_attempts(self, attempt: int) -> None:
         """Only the current and the previous attempt's lines are read again (the first two
@@ -328,6 +332,7 @@ class IncidentTracker:
                     self.stacks[line] = stack
                     if own is not None and own != frame:
                         self.engine_frames[line] = own
+                self.traced.setdefault((raised or error[-1]).text.strip(), error[-1].seq)
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)

@@ -752,6 +752,12 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             "but it skips the capture) to confirm, and keep it until an upgrade fixes the path."
         ]
         if capture
+        else [
+            "The fault is in the custom all-reduce set-up: start once with "
+            "`--disable-custom-all-reduce` (NCCL's all-reduce instead, a little slower) to "
+            "confirm, and keep it until an upgrade fixes the path."
+        ]
+        if "custom_all_reduce" in module
         else []
     )
     return [
