@@ -325,7 +325,7 @@ def engine_source_findings(
 
 
 _OWN_CODE_MISMATCH = re.compile(
-    r"\bTypeError: (?P<owner>[A-Z]\w*)\.(?P<member>\w+)\(\) (?P<how>"
+    r"(?:\bTypeError: |^\s*)(?P<owner>[A-Z]\w*)\.(?P<member>\w+)\(\) (?P<how>"
     r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
     r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
@@ -336,10 +336,11 @@ _OWN_CODE_MISMATCH = re.compile(
     r"|\bAttributeError: '(?P<snake_object>[a-z][a-z0-9]*_\w+)' object has no attribute "
     r"'(?P<snake_attribute>\w+)'"
 )
-"""A call that does not fit the callee's signature, or an attribute its object (or the class
-itself: ``type object 'X' has no attribute``) lacks, named by the class (``Builder.get_inputs()
-takes 3 positional arguments but 4 were given``), or a name an inner module of the engine
-lacks (``module 'sglang.srt.layers.x' has no attribute 'y'``). A class spelled in snake case
+"""A call that does not fit the callee's signature (also pasted without its exception class),
+or an attribute its object (or the class itself: ``type object 'X' has no attribute``) lacks,
+named by the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``), or
+a name an inner module of the engine lacks (``module 'sglang.srt.layers.x' has no attribute
+'y'``). A class spelled in snake case
 (Triton's ``'runtime_knobs' object``) is read only as a library's."""
 
 
