@@ -382,3 +382,19 @@ def test_a_programs_module_named_after_the_engine_is_still_the_programs() -> Non
     cause = primary(run_text(log))
     assert cause is not None and cause.signature == "program-code-fault"
     assert cause.package is not None and cause.package.name == "maxtext"
+
+
+def test_a_name_never_bound_pasted_alone_from_an_engines_log_is_a_lead_to_upgrade() -> None:
+    """A NameError with no traceback in an SGLang log (sglang#5443 quoted only the line): the
+    engine's code at low confidence; the same words inside another line are no such error."""
+    banner = "[2025-04-18 09:12:40] INFO server_args.py: sglang version 0.4.5\n"
+    cause = primary(run_text(banner + "NameError: name 'VLLM_AVAILABLE' is not defined\n"))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.confidence is Confidence.LOW
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "sglang",
+        "upgrade",
+    )
+    mention = "Ignore import error when loading sglang.srt.models.foo: NameError: name 'X' is not defined\n"
+    quoted = primary(run_text(banner + mention))
+    assert quoted is None or quoted.signature != "engine-code-fault"

@@ -702,6 +702,46 @@ def plugged_class_fault(candidate: Candidate, engine: str | None) -> Finding | N
     )
 
 
+_NAME_SLIPS = ("NameError", "UnboundLocalError")
+"""Exceptions only code raises, on a name it never bound: never a setting's refusal."""
+
+
+def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
+    """A name the code never bound (``NameError: name 'VLLM_AVAILABLE' is not defined``),
+    pasted without its traceback from the engine's log: most often the engine's own module
+    that binds the name only on one branch (an optional package's import) and uses it on
+    another. A lead at low confidence: the frames would say whose code it is."""
+    if engine not in mined.ENGINES or _frames(first):
+        return None
+    found = _EXCEPTION.match(first.text.strip())  # the exception's own line, not a mention
+    if found is None or found.group("name") not in _NAME_SLIPS:
+        return None
+    said = f"{found.group('name')}: {(found.group('message') or '').strip()}"
+    engine_name = mined.ENGINE_NAMES[engine]
+    return lead(
+        first,
+        signature=SIGNATURE,
+        category="kernel_build",
+        title=f"A name the code never bound (a slip, most likely of {engine_name}'s own code)",
+        explanation=(
+            f"The error, `{said[:300]}`, is Python stopping code that uses a name it never "
+            "bound: no setting or input makes it, only the code. The log shows no traceback, so "
+            f"whose code is not shown; in an {engine_name} log it is most often {engine_name}'s "
+            "own module that binds the name on one branch only (an optional package's import "
+            "that failed, a platform check) and uses it on another: a bug of this release on the "
+            "path the model or the options take. Upgrade, and search the engine's issues for the "
+            "message; the traceback above the error (the whole log) names the module."
+        ),
+        patch=None,
+        patch_note="No setting binds the name: the upgrade is the fix.",
+        package=PackageAction(name=engine, spec="", action="upgrade"),
+        next_checks=[
+            "The lines above the error in the whole log: the traceback's last frame names the "
+            "module and the line that used the name."
+        ],
+    )
+
+
 def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     """The first error read as a slip of the engine's own code, where it was raised in (or
     through) a frame of the engine's package by a line that is no ``raise``."""
@@ -714,6 +754,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             program_code_fault(first)
             or library_code_fault(first)
             or plugged_class_fault(first, incident.engine)
+            or _unplaced_name_slip(first, incident.engine)
         )
         return [program] if program is not None else []
     if _DELIBERATE.match(place[3]):
