@@ -726,7 +726,7 @@ def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
         explanation=(
             f"The error, `{said[:300]}`, is Python stopping code that uses a name it never "
             "bound: no setting or input makes it, only the code. The log shows no traceback, so "
-            f"whose code is not shown; in an {engine_name} log it is most often {engine_name}'s "
+            f"whose code is not shown; in this {engine_name} log it is most often {engine_name}'s "
             "own module that binds the name on one branch only (an optional package's import "
             "that failed, a platform check) and uses it on another: a bug of this release on the "
             "path the model or the options take. Upgrade, and search the engine's issues for the "
