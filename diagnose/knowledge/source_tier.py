@@ -340,8 +340,8 @@ _OWN_CODE_MISMATCH = re.compile(
 or an attribute its object (or the class itself: ``type object 'X' has no attribute``) lacks,
 named by the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``), or
 a name an inner module of the engine lacks (``module 'sglang.srt.layers.x' has no attribute
-'y'``). A class spelled in snake case
-(Triton's ``'runtime_knobs' object``) is read only as a library's."""
+'y'``). A class spelled in snake case (Triton's ``'runtime_knobs' object``) is read only as
+a library's."""
 
 
 _PUBLIC_API = frozenset(
