@@ -63,7 +63,6 @@ def diagnose_files(
     from diagnose.core.deployment import recognise
     from diagnose.core.launch import read_launch
     from diagnose.core.models import Deployment
-    from diagnose.core.pythonlaunch import python_launch, with_python_launch
 
     sample = log_sample(logs, diagnosis)
     seen = recognise(sample)
@@ -73,8 +72,14 @@ def diagnose_files(
             orchestrator=seen.orchestrator,
             evidence=["given with --deployment"],
         )
-    evidence = [e.text for f in diagnosis.findings for e in f.evidence]
-    diagnosis = with_python_launch(diagnosis, python_launch(sample, evidence))
+    if any(
+        f.patch is not None and (f.patch.args_add or f.patch.args_remove)
+        for f in diagnosis.findings
+    ):
+        from diagnose.core.pythonlaunch import python_launch, with_python_launch  # flags only
+
+        evidence = [e.text for f in diagnosis.findings for e in f.evidence]
+        diagnosis = with_python_launch(diagnosis, python_launch(sample, evidence))
     return contextualize(diagnosis, seen, Target(launch=read_launch(facts)))
 
 
