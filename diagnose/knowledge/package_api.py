@@ -123,12 +123,9 @@ def cut_import(text: str, engine_version: str | None) -> CutImport | None:
             if stops is not None:
                 return CutImport(failed, importer, *stops)
     for failed in asked:
-        moved = _release_change(package, failed, None, required, _pip_name(top))
+        moved = _release_change(package, failed, None, required, top)
         if moved is not None and moved[0] is not None:
-            change, note = moved[0], moved[1]
-            if top is not None:
-                change, note = _program_behind_engine(change, note, top)
-            return CutImport(failed, importer, change, note)
+            return CutImport(failed, importer, moved[0], moved[1])
     return None
 
 
@@ -410,13 +407,12 @@ def _api_fix(
     failed = next(_missing_in(finding, change.name), None)
     if failed is None:
         return finding
-    importer = _importer(finding, change.name)
-    moved = _release_change(change.name, failed, installed, required, _pip_name(importer))
+    moved = _release_change(
+        change.name, failed, installed, required, _importer(finding, change.name)
+    )
     if moved is None:
         return finding
     package, note = moved
-    if package is not None and importer is not None:
-        package, note = _program_behind_engine(package, note, importer)
     return finding.model_copy(
         update={
             "package": package or change,
@@ -425,28 +421,17 @@ def _api_fix(
     )
 
 
-def _program_behind_engine(
-    change: PackageAction, note: str, importer: str
-) -> tuple[PackageAction, str]:
-    """For a program or plugin (not an engine) that imports what the installed engine has
-    dropped: the program's upgrade first, the engine's older release the other way. The engine
+def _program_behind_engine(package: str, action: str, importer: str | None) -> str | None:
+    """The program or plugin (not an engine) to upgrade, as pip names it, where it imports
+    what the installed engine dropped (the change would be the engine's downgrade): the engine
     moves and removes its modules between releases, and the code built on it follows in its
     own next release; going back to the engine release it was written for undoes whatever the
-    engine's upgrade was for. Any other change stays as it is."""
-    if change.action != "downgrade" or change.name not in mined.ENGINES:
-        return change, note
-    if importer in mined.ENGINES:
-        return change, note
-    program = DISTRIBUTIONS.get(importer) or distribution_name(importer)
-    title = mined.ENGINE_NAMES[change.name]
-    note = note.removesuffix(f" Install {change.name}{change.spec}.")
-    note = note.replace(
-        f" A release of `{program}` written for the installed {title} is the other way.",
-        f" Upgrade `{program}` to a release written for the installed {title} (its release "
-        f"notes or requirements name the {title} it supports); where there is none yet, "
-        f"install {change.name}{change.spec} instead.",
-    )
-    return PackageAction(name=program, spec="", action="upgrade"), note
+    engine's upgrade was for. None for any other change."""
+    if action != "downgrade" or package not in mined.ENGINES:
+        return None
+    if importer is None or importer in mined.ENGINES:
+        return None
+    return _distribution(importer)
 
 
 def _missing_in(finding: Finding, package: str) -> Iterator[FailedImport]:
@@ -484,12 +469,14 @@ def _release_change(
     failed: FailedImport,
     installed: str | None,
     required: mined.ReleaseRequirement | None,
-    importer: str,
+    importer: str | None,
 ) -> tuple[PackageAction | None, str] | None:
     """The release of ``package`` that has what the import asked for (by the side of the
     releases that have it the failed one is on), and the sentence that says so; no change but
     a sentence when the engine release's requirement (``required``) allows no release that has
-    it; None when the tables cannot tell. ``importer`` names the importing code."""
+    it; None when the tables cannot tell. ``importer`` is the importing code's package, as
+    imported (None when no frame shows it); a program behind the engine is asked to follow it
+    (``_program_behind_engine``)."""
     span = mined.api_span(package, failed.module, failed.name)
     if span is None or span.first is None or span.last_with is None:
         return None
@@ -512,7 +499,18 @@ def _release_change(
     sides = _lacking_sides(span, start, end, shipping, installed, allowed)
     if sides is None:
         return None
-    spec, action, note = _exact(span, having, sides, what, title, importer)
+    named = _pip_name(importer)
+    spec, action, note = _exact(span, having, sides, what, title, named)
+    program = _program_behind_engine(package, action, importer)
+    if program is not None:
+        note += (
+            f" Upgrade `{program}` to a release written for the installed {title} (its release "
+            f"notes or requirements name the {title} it supports); where there is none yet, "
+            f"install {package}{spec} instead."
+        )
+        return PackageAction(name=program, spec="", action="upgrade"), note
+    if action == "downgrade":
+        note += f" A release of {named} written for the installed {title} is the other way."
     if required is not None:
         note += f" {required.sentence()}, and the release to install keeps to it."
     note += f" Install {package}{spec}."
@@ -551,17 +549,19 @@ def _exact(
     gone = next((release for release in after if release not in span.unlisted), span.dropped)
     note = (
         f"{what} is in {title} up to {span.last_with} and gone from {gone} "
-        f"({mined_range}): {importer} was written for {title} {span.last_with} or older. "
-        f"A release of {importer} written for the installed {title} is the other way."
+        f"({mined_range}): {importer} was written for {title} {span.last_with} or older."
     )
     return f"=={having[-1]}", "downgrade", note
 
 
 def _pip_name(package: str | None) -> str:
     """A package as pip names it, in backquotes ("the importing code" when unknown)."""
-    if package is None:
-        return "the importing code"
-    return f"`{DISTRIBUTIONS.get(package) or distribution_name(package)}`"
+    return "the importing code" if package is None else f"`{_distribution(package)}`"
+
+
+def _distribution(package: str) -> str:
+    """An imported package's distribution, as pip names it."""
+    return DISTRIBUTIONS.get(package) or distribution_name(package)
 
 
 def _lacking_sides(
