@@ -140,10 +140,16 @@ def launch_options(command: str | None, settings: str | None) -> list[tuple[str,
     return options
 
 
+def keyword_of(flag: str) -> str:
+    """A flag as the engine's argument classes and ``LLM(...)`` take it as a keyword
+    (``--num-scheduler-steps``: ``num_scheduler_steps``)."""
+    return flag[2:].replace("-", "_")
+
+
 def keyword_refusal(flag: str) -> str:
     """How an argument class refuses ``flag`` given as a keyword (``--num-scheduler-steps``:
     ``unexpected keyword argument 'num_scheduler_steps'``)."""
-    return f"unexpected keyword argument '{flag[2:].replace('-', '_')}'"
+    return f"unexpected keyword argument '{keyword_of(flag)}'"
 
 
 def words_of(text: str) -> set[str]:

@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from diagnose.core.models import Diagnosis, Finding
-from diagnose.core.tracebacks import MAX_TRACEBACK_LINES
+from diagnose.core.optionlink import flag_values, keyword_of
+from diagnose.core.tracebacks import MAX_TRACEBACK_LINES, TRACEBACK_START
 
 _PREFIX = r"(?:\[rank\d+\]:\s?|\([\w-]+ pid=\d+\)\s?)?"
 _FRAME = re.compile(rf'^{_PREFIX}\s*File "(?P<file>[^"\n]+)", line (?P<line>\d+), in \S+')
-_TRACEBACK = re.compile(rf"^{_PREFIX}Traceback \(most recent call last\):")
+_TRACEBACK = re.compile(rf"^{_PREFIX}{re.escape(TRACEBACK_START)}")
 _ENGINE_FILE = re.compile(r"/(?:vllm|sglang)/[\w/]+\.py$")
 _NOT_A_PROGRAM = re.compile(r"/(?:site|dist)-packages/|/lib/python|^<|/bin/[\w.-]+$")
 _REFUSED = re.compile(
@@ -77,25 +78,11 @@ def _bare(text: str) -> str:
     return re.sub(rf"^{_PREFIX}", "", text).strip()
 
 
-def _keywords(args: list[str]) -> list[str]:
-    """A flat flag list (``--max-model-len 2048 --enforce-eager``) as keyword arguments
-    (``max_model_len=2048``, ``enforce_eager=True``)."""
-    words: list[str] = []
-    for at, token in enumerate(args):
-        if not token.startswith("--"):
-            continue
-        flag, equals, value = token.partition("=")
-        if not equals:
-            following = args[at + 1] if at + 1 < len(args) else None
-            value = following if following is not None and not following.startswith("-") else ""
-        name = flag[2:].replace("-", "_")
-        if not value:
-            words.append(f"{name}=True")
-        elif re.fullmatch(r"-?\d+(?:\.\d+)?", value):
-            words.append(f"{name}={value}")
-        else:
-            words.append(f"{name}={value!r}")
-    return words
+def _literal(value: str) -> str:
+    """A flag's value as a keyword argument's Python literal (a bare switch is ``True``)."""
+    if not value:
+        return "True"
+    return value if re.fullmatch(r"-?\d+(?:\.\d+)?", value) else repr(value)
 
 
 def in_python(finding: Finding, launch: PythonLaunch) -> Finding:
@@ -104,13 +91,13 @@ def in_python(finding: Finding, launch: PythonLaunch) -> Finding:
     patch = finding.patch
     if patch is None or not any(a.startswith("--") for a in [*patch.args_add, *patch.args_remove]):
         return finding
-    added = _keywords(patch.args_add)
-    set_again = {k.partition("=")[0] for k in added}
+    given = [(keyword_of(flag), value) for flag, value in flag_values(patch.args_add)]
+    added = [f"{name}={_literal(value)}" for name, value in given]
+    set_again = {name for name, _ in given}
     dropped = [
         name
         for flag in patch.args_remove
-        if flag.startswith("--")
-        and (name := flag[2:].partition("=")[0].replace("-", "_")) not in set_again
+        if flag.startswith("--") and (name := keyword_of(flag.partition("=")[0])) not in set_again
     ]
     call = f"`{launch.code}`" if launch.code else "its call"
     said = [
