@@ -23,6 +23,7 @@ from diagnose.core.incident import (
     Failure,
     IncidentTracker,
     clipped,
+    is_error_line,
     is_noise,
     may_state_a_cause,
     raised_line,
@@ -467,16 +468,21 @@ class Engine:
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
         if pattern.conditions:
             attempt = self._attempt_of(record.seq)
+            # what came before in this start attempt: an error, the engine's word that a
+            # process died, a stop request (a kill after any of them is explained)
+            error_before = (
+                bool(self.incident.first_errors.get(attempt))
+                or attempt in self._deaths
+                or (record is not event.first and starts_traceback(event.first.text))
+                or _RAISED.match(record.text) is not None  # the exception's own words
+            )
             values = {
                 **self.facts,
                 **state.context,
                 "phase": phase,
-                # what came before in this start attempt: an error, the engine's word that a
-                # process died, a stop request (a kill after any of them is explained)
-                "error_before": bool(self.incident.first_errors.get(attempt))
-                or attempt in self._deaths
-                or (record is not event.first and starts_traceback(event.first.text))
-                or _RAISED.match(record.text) is not None,  # the exception's own words
+                "error_before": error_before,
+                # or the line is an error itself, by its level or words (not a warning's advice)
+                "error_here_or_before": error_before or is_error_line(record),
                 # an error of an earlier event only: not the traceback a message comes in (a
                 # Ray actor's death is reported inside the exception that it raises)
                 "error_earlier": bool(self.incident.first_errors.get(attempt)),
