@@ -1309,3 +1309,19 @@ def test_an_engine_check_no_rule_names_reads_by_its_code_and_a_wrapper_stays_unr
 def test_pydantics_wrapping_is_not_part_of_the_message(message: str, bare: str) -> None:
     """A leading hole (``{quant} quantization is ...``) would take pydantic's header in."""
     assert strip_exception(message) == bare
+
+
+def test_a_message_both_engines_write_names_neither_when_the_log_names_no_engine() -> None:
+    message = (
+        "ValueError: Cannot find model module. 'MyLabLMForCausalLM' is not a registered model in "
+        "the Transformers library (only relevant if the model is meant to be in Transformers) and "
+        "'AutoModel' is not present in the model config's 'auto_map' (relevant if the model is "
+        "custom)."
+    )
+    unnamed = engine_source_findings(_view(message, engine=None))[0]
+    assert unnamed.title.startswith("The engine stopped: Cannot find model module.")
+    assert "and vLLM writes the same message" in unnamed.explanation
+    assert unnamed.category == "model_unsupported"
+    named = engine_source_findings(_view(message, engine="vllm"))[0]
+    assert named.title.startswith("vLLM stopped: ")
+    assert "writes the same message" not in named.explanation

@@ -273,6 +273,8 @@ class ReleaseContext:
     """The version the log or the user gave, as given."""
     guessed: bool = False
     """The log does not say which engine ran: this is one of several read alike."""
+    also: tuple[str, ...] = ()
+    """Where guessed: the other engines whose source writes the matched message as well."""
 
     @property
     def name(self) -> str:
@@ -1388,7 +1390,19 @@ def _best_hit(
             ranked.append((key, hit, judgement, hit_context))
     if not ranked:
         return None
-    _, hit, judgement, context = min(ranked, key=lambda item: item[0])
+    key, hit, judgement, context = min(ranked, key=lambda item: item[0])
+    also = (
+        {  # the log names no engine, and another's source writes these words as well
+            other.template.source
+            for other_key, other, _, _ in ranked
+            if context.guessed
+            and other_key[:4] == key[:4]
+            and other.template.source in mined.ENGINES
+        }
+        - {hit.template.source}
+    )
+    if also:
+        context = replace(context, also=tuple(sorted(also)))
     return hit, judgement, context, last_raised.get(hit.template.source)
 
 
@@ -1568,6 +1582,12 @@ def _finding(
         )
     if template.source != "libraries" and not context.in_release(template.versions):
         explanation.append(_version_sentence(template.versions, context))
+    if context.also:
+        others = " and ".join(mined.ENGINE_NAMES.get(e, e) for e in context.also)
+        explanation.append(
+            f"The log does not say which engine ran, and {others} writes the same message: "
+            "what follows holds for either."
+        )
     bound = {k: v for k, v in hit.values.items() if v and len(v) <= 120}
     if bound:
         explanation.append(
@@ -1669,6 +1689,8 @@ def _title(exception: str | None, message: str, context: ReleaseContext, source:
     text = re.sub(r"^(?:[\w.]+(?:Error|Exception): )+", "", text)
     short = clipped(text, 110)
     who = "A library under the engine" if source == "libraries" else context.name
+    if context.also:
+        who = "The engine"
     return f"{who} stopped: {short}"
 
 
