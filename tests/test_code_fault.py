@@ -398,3 +398,15 @@ def test_a_name_never_bound_pasted_alone_from_an_engines_log_is_a_lead_to_upgrad
     mention = "Ignore import error when loading sglang.srt.models.foo: NameError: name 'X' is not defined\n"
     quoted = primary(run_text(banner + mention))
     assert quoted is None or quoted.signature != "engine-code-fault"
+
+
+def test_a_slip_in_the_accelerator_stack_the_engine_called_is_the_pair_out_of_step() -> None:
+    frames = [
+        ("vllm/worker/hpu_model_runner.py", "warmup_model", "with compile_only_mode_context():"),
+        ("habana_frameworks/torch/internal/bridge_config.py", "env_setting", "get = globals()[k]"),
+    ]
+    cause = primary(run_text(_traceback(frames, "KeyError: 'get_pt_compile_only_mode'")))
+    assert cause is not None and cause.signature == "vllm-accelerator-stack-mismatch"
+    assert cause.title.startswith("The vLLM build and the installed Intel Gaudi's software")
+    assert "`vllm.worker.hpu_model_runner` (`warmup_model`)" in cause.explanation
+    assert cause.package is not None and cause.package.name == "vllm"

@@ -71,6 +71,17 @@ web server): a frame of theirs that uses an engine object got it from the engine
 engine's own release is the one out of step."""
 
 
+ACCELERATOR_STACKS = {
+    "habana_frameworks": "Intel Gaudi's software (SynapseAI and its PyTorch bridge)",
+    "torch_npu": "Ascend's torch_npu and CANN",
+    "intel_extension_for_pytorch": "Intel Extension for PyTorch",
+    "torch_mlu": "Cambricon's torch_mlu",
+    "torch_musa": "Moore Threads' torch_musa",
+}
+"""Accelerators' own builds of torch's device layer, released with their driver stacks: an
+engine build for such a device is made against one release of them."""
+
+
 def calling_program(raising: str | None) -> str | None:
     """The installed package whose code, in the traceback's innermost frame (``raising``, its
     module), uses the engine's object: a program built on the engine (a serving wrapper, an RL
@@ -764,6 +775,9 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     if slip is None:
         return []
     name, message = slip
+    stack = _accelerator_stack(first)
+    if stack is not None:
+        return [_stack_mismatch(first, engine, module, function, code, stack, f"{name}: {message}")]
     if message == "'NoneType' object is not callable":
         optional = _optional_import_finding(first, engine, module, code)
         if optional is not None:
@@ -821,3 +835,50 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             ],
         )
     ]
+
+
+def _accelerator_stack(candidate: Candidate) -> tuple[str, str] | None:
+    """The accelerator stack (its package and its name) whose code the traceback's innermost
+    frame is, below a frame of the engine's; None for any other innermost frame."""
+    place = _place(candidate.frame) if candidate.frame and candidate.engine_frame else None
+    module = frame_module(place[0]) if place else None
+    top = module.partition(".")[0] if module else None
+    return (top, ACCELERATOR_STACKS[top]) if top in ACCELERATOR_STACKS else None
+
+
+def _stack_mismatch(
+    first: Candidate,
+    engine: str,
+    module: str,
+    function: str,
+    code: str,
+    stack: tuple[str, str],
+    said: str,
+) -> Finding:
+    """A slip raised in an accelerator stack's code that the engine called: the engine build
+    asks the stack for what this release of it does not have."""
+    package, name = stack
+    engine_name = mined.ENGINE_NAMES[engine]
+    return lead(
+        first,
+        signature=f"{engine}-accelerator-stack-mismatch",
+        category="kernel_build",
+        title=f"The {engine_name} build and the installed {name} do not fit",
+        explanation=(
+            f"The first error, `{said[:300]}`, was raised in `{package}`'s code, called from "
+            f"{engine_name}'s {_where(module, function, code)}: the engine build asks {name} for "
+            "something this release of it does not have. An engine build for this accelerator "
+            "is made against one release of its software stack, so the two are of releases "
+            f"that do not fit. Install the {engine_name} build made for the installed stack (its "
+            "release notes name the stack's release), or upgrade the stack (driver, firmware and "
+            "its PyTorch packages together) to the release the engine build needs. No signature "
+            "or known issue knows this message, so treat it as a lead."
+        ),
+        patch=None,
+        patch_note="No setting makes the two fit: the engine build or the stack's release does.",
+        package=PackageAction(name=engine, spec="", action="upgrade"),
+        next_checks=[
+            f"`pip show {engine} {package.replace('_', '-')}` and the stack's driver release: "
+            "against the pairing the engine build's release notes give."
+        ],
+    )
