@@ -64,6 +64,10 @@ def test_unreadable_versions_claim_nothing() -> None:
             "0.5.23",
         ),
         ("sglang==0.5.10", "sglang_version", "0.5.10"),
+        ("vllm=0.8.4", "vllm_version", "0.8.4"),
+        ("vllm==0.10.1.post1", "vllm_version", "0.10.1.post1"),
+        ("vLLM version: 0.6.6.post1+gaudi000", "vllm_version", "0.6.6.post1+gaudi000"),
+        ("sglang: 0.5.2rc1", "sglang_version", "0.5.2rc1"),
     ],
 )
 def test_the_engine_version_is_read_from_the_log(line: str, key: str, value: str) -> None:
@@ -71,6 +75,13 @@ def test_the_engine_version_is_read_from_the_log(line: str, key: str, value: str
 
     engine, _ = run_log([], line + "\n")
     assert engine.facts[key] == value
+
+
+def test_a_version_in_a_sentence_or_a_command_is_not_the_engines() -> None:
+    from diagnose.testing import run_log
+
+    engine, _ = run_log([], "I upgraded vllm to 0.9.1 and ran pip install vllm==0.9.2\n")
+    assert "vllm_version" not in engine.facts
 
 
 def test_real_vllm_sample_shows_its_version() -> None:
