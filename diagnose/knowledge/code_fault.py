@@ -876,7 +876,11 @@ def _stack_mismatch(
         ),
         patch=None,
         patch_note="No setting makes the two fit: the engine build or the stack's release does.",
-        package=PackageAction(name=engine, spec="", action="upgrade"),
+        # no package change: the engine's public releases are not builds for this stack
+        system_actions=[
+            f"Install the {engine_name} build made for the installed {name} (the vendor's "
+            "release notes pair them), or upgrade the stack to the release the build needs."
+        ],
         next_checks=[
             f"`pip show {engine} {package.replace('_', '-')}` and the stack's driver release: "
             "against the pairing the engine build's release notes give."
