@@ -775,15 +775,15 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     if slip is None:
         return []
     name, message = slip
+    said = f"{name}: {message}" if message else name
     stack = _accelerator_stack(first)
     if stack is not None:
-        return [_stack_mismatch(first, engine, module, function, code, stack, f"{name}: {message}")]
+        return [_stack_mismatch(first, engine, module, function, code, stack, said)]
     if message == "'NoneType' object is not callable":
         optional = _optional_import_finding(first, engine, module, code)
         if optional is not None:
             return [optional]
     engine_name = mined.ENGINE_NAMES[engine]
-    said = f"{name}: {message}" if message else name
     at = _where(module, function, code)
     when = (
         "The server was ready and serving when it died (a run-time failure). "
