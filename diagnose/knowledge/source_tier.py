@@ -1391,17 +1391,12 @@ def _best_hit(
     if not ranked:
         return None
     key, hit, judgement, context = min(ranked, key=lambda item: item[0])
-    also = (
-        {  # the log names no engine, and another's source writes these words as well
+    if context.guessed:  # the log names no engine: another's source may write these words too
+        also = {
             other.template.source
             for other_key, other, _, _ in ranked
-            if context.guessed
-            and other_key[:4] == key[:4]
-            and other.template.source in mined.ENGINES
-        }
-        - {hit.template.source}
-    )
-    if also:
+            if other_key[:4] == key[:4] and other.template.source in mined.ENGINES
+        } - {hit.template.source}
         context = replace(context, also=tuple(sorted(also)))
     return hit, judgement, context, last_raised.get(hit.template.source)
 
