@@ -473,7 +473,10 @@ class Engine:
             error_before = (
                 bool(self.incident.first_errors.get(attempt))
                 or attempt in self._deaths
-                or (record is not event.first and starts_traceback(event.first.text))
+                or (
+                    record is not event.first  # a traceback's line, or an exception's next line
+                    and (starts_traceback(event.first.text) or _RAISED.match(event.first.text))
+                )
                 or _RAISED.match(record.text) is not None  # the exception's own words
             )
             values = {
