@@ -331,7 +331,8 @@ _OWN_CODE_MISMATCH = re.compile(
     r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
     r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
-    r"|(?:\bAttributeError: |^\s*)(?P<type_object>type object )?'(?P<object>_?[A-Z]\w*)'"
+    r"|(?:\bAttributeError: |^\s*|(?P<relayed>\b[Ee]rror '))"
+    r"(?P<type_object>type object )?'(?P<object>_?[A-Z]\w*)'"
     r"(?(type_object)| object) has no attribute '(?P<attribute>\w+)'"
     r"|\bAttributeError: module '(?P<module>(?P<engine>vllm|sglang)\.\w+\.\w+(?:\.\w+)*)' "
     r"has no attribute '(?P<module_attribute>\w+)'"
@@ -340,7 +341,8 @@ _OWN_CODE_MISMATCH = re.compile(
 )
 """A call that does not fit the callee's signature (also pasted without its exception class),
 or an attribute its object (or the class itself: ``type object 'X' has no attribute``) lacks,
-named by the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``), or
+named by the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``; also
+quoted by the error that relays it, ``Worker failed with error ''X' object has no ...'``), or
 a name an inner module of the engine lacks (``module 'sglang.srt.layers.x' has no attribute
 'y'``). A class spelled in snake case (Triton's ``'runtime_knobs' object``) is read only as
 a library's."""
@@ -449,7 +451,9 @@ def _own_code_mismatch(
     if engine is None or engine not in engines:
         return None
     place = engine_place(candidate)
-    asking = place[1] if place is not None and place[0] == engine else None
+    # the innermost frame of the engine asked, unless another error relays the message
+    relayed = found.group("relayed") is not None
+    asking = place[1] if place is not None and place[0] == engine and not relayed else None
     if not found.group("module") and asking in mined.modules_naming(engine, owner):
         module = asking  # of the modules that bind the name, the one whose code asks
     name = mined.ENGINE_NAMES.get(engine, engine)
@@ -462,8 +466,14 @@ def _own_code_mismatch(
         what = f"`{call}` is called in a way it does not take ({how})"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     else:
-        asked = f"the class `{owner}`" if found.group("type_object") else f"a `{owner}` object"
-        what = f"{asked} is asked for `{found.group('attribute')}`, which it lacks"
+        attribute = found.group("attribute")
+        what = (
+            f"the class `{owner}` is asked for `{attribute}`, which it lacks"
+            if found.group("type_object")
+            else f"a `{owner}` object is read for `{attribute}`, which it never set: the code "
+            f"that reads it expects the attribute (other classes of the release set it), and "
+            f"`{owner}` does not"
+        )
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     raising = _raising_module(candidate)
     caller = calling_program(raising)
@@ -539,10 +549,15 @@ def _own_code_mismatch(
             f"{name} release{newer} (or the latest commit of a source build), and search its "
             "issues for the message; a port or plugin needs the release it was written for."
         )
+    attribute = found.group("attribute")
     return _code_mismatch(
         candidate,
         signature=f"{engine}-own-code-mismatch",
-        title=f"{name}'s own {kind} `{owner}` does not fit the code that uses it",
+        title=(
+            f"{name}'s own class `{owner}` lacks `{attribute}`, which the code that uses it reads"
+            if attribute and not found.group("type_object")
+            else f"{name}'s own {kind} `{owner}` does not fit the code that uses it"
+        ),
         explanation=explanation,
         patch_note=f"No setting makes {name}'s code consistent: a newer (or matching) build does.",
         next_check=(
