@@ -411,3 +411,21 @@ def test_a_slip_in_the_accelerator_stack_the_engine_called_is_the_pair_out_of_st
     assert "`vllm.worker.hpu_model_runner` (`warmup_model`)" in cause.explanation
     assert cause.package is None  # vLLM's public releases are no builds for the stack
     assert cause.system_actions[0].startswith("Install the vLLM build made for the installed")
+
+
+def test_a_message_cut_after_pythons_did_you_mean_is_still_the_error() -> None:
+    """A paste that stops at ``Did you mean:`` ends with a colon, as a wrapper's line does;
+    it is the error itself, and the slip in the engine's loader is read from it."""
+    frames = [
+        (
+            "vllm/model_executor/model_loader/bitsandbytes_loader.py",
+            "dequantize_dq",
+            "if quant_state.nested:",
+        )
+    ]
+    log = _traceback(
+        frames, "AttributeError: 'Tensor' object has no attribute 'nested'. Did you mean:"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert "`vllm.model_executor.model_loader.bitsandbytes_loader`" in cause.explanation

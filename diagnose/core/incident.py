@@ -169,8 +169,12 @@ jobs through it): it lists the job's settings, the error is what follows."""
 def announces_next(text: str) -> bool:
     """An error line that ends with a colon (``BackendCompilerFailed: backend='inductor'
     raised:``), or Hydra's ``Error executing job with overrides: [...]``: a wrapper whose error
-    comes next."""
-    return text.rstrip().endswith(":") or _HYDRA_JOB_FAILED.match(text) is not None
+    comes next. Python's suggestion cut off after its colon (``... has no attribute 'x'. Did
+    you mean:``) is the error itself."""
+    text = text.rstrip()
+    return (
+        text.endswith(":") and not text.endswith("Did you mean:")
+    ) or _HYDRA_JOB_FAILED.match(text) is not None
 
 
 def exception_line(event: Event) -> Record | None:
