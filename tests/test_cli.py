@@ -372,9 +372,9 @@ def test_signatures_test_fails_on_a_broken_example(env, tmp_path: Path) -> None:
 
 
 def test_signatures_lint_is_clean(env) -> None:
-    result = run(["signatures", "lint"], env)
+    result = invoke(["signatures", "lint"])  # in process: it runs every example (a minute)
     assert result.stdout.strip() == "0 problem(s)", result.stdout
-    assert result.returncode == 0
+    assert result.exit_code == 0
 
 
 def test_signatures_lint_reports_a_problem(env, tmp_path: Path) -> None:
@@ -393,6 +393,27 @@ def test_signatures_lint_reports_a_problem(env, tmp_path: Path) -> None:
     assert "test-boom: pattern 'boom' has no needles" in result.stdout
     assert "test-boom: no references" in result.stdout
     assert "test-boom: no patch and no patch_note" in result.stdout
+
+
+def test_signatures_lint_finds_a_field_nothing_fills(env, tmp_path: Path) -> None:
+    """``${VAR}`` in a sentence is a template field no capture fills: the sentence would
+    never be shown, so lint names it (a literal brace is written doubled)."""
+    directory = tmp_path / "mine"
+    directory.mkdir()
+    (directory / "test-field.yaml").write_text(
+        "title: Boom\ncategory: unknown\nseverity: error\n"
+        "match: {type: line, needles: [boom], regex: 'boom (?P<flag>--\\w+)'}\n"
+        "explanation:\n"
+        "  - 'Set `{flag}`; an unset variable (`--x ${VAR}`) empties it.'\n"
+        "  - 'Literal braces are fine: `${{VAR}}`.'\n"
+        "patch_note: None.\nreferences: [https://example.org]\n"
+        "examples:\n"
+        '  positive: [{name: hit, log: "boom --x\\n"}]\n'
+        '  negative: [{name: fine, log: "quiet\\n"}]\n'
+    )
+    result = invoke(["signatures", "lint", "--signatures", str(directory)])
+    assert "test-field: its text names {VAR}" in result.stdout
+    assert result.stdout.count("its text names") == 1
 
 
 def test_committed_schema_is_not_stale(env) -> None:

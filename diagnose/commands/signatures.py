@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from diagnose.core.errors import UserError
+from diagnose.core.expr import template_fields
 from diagnose.core.ranking import choose_patch
 from diagnose.core.signature import AbsenceMatch, Pattern, SequenceMatch, Signature
 from diagnose.core.signature_file import SignatureFile
-from diagnose.library import builtin_dir, load_directory, load_signature_files
+from diagnose.library import builtin_dir, load_directory, load_facts, load_signature_files
 from diagnose.testing import ExampleResult, check_signature, run_log
 
 
@@ -125,6 +127,7 @@ def _main_patterns(signature: Signature) -> list[Pattern]:
 def lint(signatures: list[SignatureFile]) -> list[LintProblem]:
     """What the loader cannot refuse but a reviewer would: untested needles and patches."""
     problems: list[LintProblem] = []
+    fact_names = {name for fact in load_facts() for name in fact.compiled.groupindex}
     for signature in signatures:
 
         def problem(message: str, sid: str = signature.id) -> None:
@@ -150,6 +153,11 @@ def lint(signatures: list[SignatureFile]) -> list[LintProblem]:
         for index in range(len(signature.patches)):
             if index not in chosen:
                 problem(f"patches[{index}] is chosen by no positive example")
+        for field in sorted(_unfilled_fields(signature, fact_names)):
+            problem(
+                f"its text names {{{field}}}, which no pattern captures, no derive computes and "
+                "no fact gives: the sentence is never shown (write a literal brace as {{ or }})"
+            )
         for pattern in signature.patterns():
             slow = backtracking_input(pattern, positives)
             if slow is not None:
@@ -159,6 +167,42 @@ def lint(signatures: list[SignatureFile]) -> list[LintProblem]:
                     "adjacent quantifiers over the same characters)"
                 )
     return problems
+
+
+ENGINE_VALUES = frozenset(
+    ("engine", "engine_version", "unit", "phase", "count", "attempts", "ranks", "error_before",
+     "error_here_or_before", "error_earlier", "stop_requested", "stop_job", "quiet_minutes",
+     "quiet_for", "threshold")
+)  # fmt: skip
+"""Values the engine gives every match (the engine and unit it detected, where and how often
+it happened, what came before, how long an absence lasted), beside the captures."""
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string in a signature's dumped reporting fields, dictionary keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for key, item in value.items() for t in (*_texts(key), *_texts(item))]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    return []
+
+
+def _unfilled_fields(signature: Signature, fact_names: set[str]) -> set[str]:
+    """Template fields of the signature's reporting text (explanation, patches, packages,
+    actions, checks, notes) that nothing fills: a sentence naming one is dropped at run time."""
+    known = set(ENGINE_VALUES) | fact_names | set(signature.derive)
+    for pattern in signature.patterns():
+        known |= set(pattern.compiled.groupindex)
+    reporting = signature.model_dump(
+        include={"explanation", "patches", "patch_note", "packages", "system_actions",
+                 "next_checks", "hypotheses", "alternatives"}
+    )  # fmt: skip
+    fields: set[str] = set()
+    for text in _texts(reporting):
+        fields |= template_fields(text)
+    return fields - known
 
 
 BACKTRACK_BUDGET_S = 0.25
