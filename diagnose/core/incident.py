@@ -172,9 +172,8 @@ def announces_next(text: str) -> bool:
     comes next. Python's suggestion cut off after its colon (``... has no attribute 'x'. Did
     you mean:``) is the error itself."""
     text = text.rstrip()
-    return (text.endswith(":") and not text.endswith("Did you mean:")) or _HYDRA_JOB_FAILED.match(
-        text
-    ) is not None
+    wrapper = text.endswith(":") and not text.endswith("Did you mean:")
+    return wrapper or _HYDRA_JOB_FAILED.match(text) is not None
 
 
 def exception_line(event: Event) -> Record | None:

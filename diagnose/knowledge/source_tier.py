@@ -458,6 +458,7 @@ def _own_code_mismatch(
         module = asking  # of the modules that bind the name, the one whose code asks
     name = mined.ENGINE_NAMES.get(engine, engine)
     kind = "module" if found.group("module") else "class"
+    attribute = found.group("attribute")
     if found.group("module"):
         what = f"`{owner}` is asked for `{found.group('module_attribute')}`, which it lacks"
         own = f"`{owner}` is {name}'s own module"
@@ -466,7 +467,6 @@ def _own_code_mismatch(
         what = f"`{call}` is called in a way it does not take ({how})"
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     else:
-        attribute = found.group("attribute")
         what = (
             f"the class `{owner}` is asked for `{attribute}`, which it lacks"
             if found.group("type_object")
@@ -549,7 +549,6 @@ def _own_code_mismatch(
             f"{name} release{newer} (or the latest commit of a source build), and search its "
             "issues for the message; a port or plugin needs the release it was written for."
         )
-    attribute = found.group("attribute")
     return _code_mismatch(
         candidate,
         signature=f"{engine}-own-code-mismatch",
