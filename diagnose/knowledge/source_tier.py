@@ -471,8 +471,8 @@ def _own_code_mismatch(
             f"the class `{owner}` is asked for `{attribute}`, which it lacks"
             if found.group("type_object")
             else f"a `{owner}` object is read for `{attribute}`, which it never set: the code "
-            f"that reads it expects the attribute (other classes of the release set it), and "
-            f"`{owner}` does not"
+            f"that reads it expects the attribute, and `{owner}` does not give it (the class "
+            "changed without the code that uses it, or the other way round)"
         )
         own = f"`{owner}` is {name}'s own class (`{module}`)"
     raising = _raising_module(candidate)
