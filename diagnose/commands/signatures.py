@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -178,29 +177,14 @@ ENGINE_VALUES = frozenset(
 it happened, what came before, how long an absence lasted), beside the captures."""
 
 
-def _texts(value: Any) -> list[str]:
-    """Every string in a signature's dumped reporting fields, dictionary keys included."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for key, item in value.items() for t in (*_texts(key), *_texts(item))]
-    if isinstance(value, list):
-        return [t for item in value for t in _texts(item)]
-    return []
-
-
 def _unfilled_fields(signature: Signature, fact_names: set[str]) -> set[str]:
-    """Template fields of the signature's reporting text (explanation, patches, packages,
-    actions, checks, notes) that nothing fills: a sentence naming one is dropped at run time."""
+    """Template fields of what a finding reports (texts, packages, patches) that nothing
+    fills: a sentence naming one is dropped at run time."""
     known = set(ENGINE_VALUES) | fact_names | set(signature.derive)
     for pattern in signature.patterns():
         known |= set(pattern.compiled.groupindex)
-    reporting = signature.model_dump(
-        include={"explanation", "patches", "patch_note", "packages", "system_actions",
-                 "next_checks", "hypotheses", "alternatives"}
-    )  # fmt: skip
     fields: set[str] = set()
-    for text in _texts(reporting):
+    for text in signature.reported_templates():
         fields |= template_fields(text)
     return fields - known
 

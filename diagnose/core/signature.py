@@ -310,6 +310,13 @@ class Versions(_Schema):
         return value
 
 
+def _patch_templates(patch: PatchSpec) -> list[str]:
+    """The templates of a patch: its values, the variables it names and its note."""
+    texts = [*patch.env_set, *patch.env_set.values(), *patch.env_unset, *patch.args_add]
+    texts += [*patch.args_remove, *patch.unit_set.values()]
+    return texts + ([patch.note] if patch.note else [])
+
+
 class Signature(_Schema):
     """What the engine reads of a signature file: all of it but the examples (see
     :mod:`diagnose.core.signature_file`)."""
@@ -450,16 +457,21 @@ class Signature(_Schema):
             items += [p.when for p in rule.patches]
         return items
 
-    def _templates(self) -> list[str]:
+    def reported_templates(self) -> list[str]:
+        """Every template a finding of the log fills from the match's values: the texts, the
+        packages and the patches (a variable's name too)."""
         texts = [t.text for t in self._said()]
         texts += [h.cause for h in self.hypotheses] + [h.check for h in self.hypotheses]
         texts += [t for p in self.packages for t in (p.name, p.spec)]
         texts += [self.patch_note] if self.patch_note else []
-        patches = [*self.patches, *(p for r in self.preflight for p in r.patches)]
-        for patch in patches:
-            texts += [*patch.env_set.values(), *patch.args_add, *patch.unit_set.values()]
-            texts += [patch.note] if patch.note else []
+        for patch in self.patches:
+            texts += _patch_templates(patch)
+        return texts
+
+    def _templates(self) -> list[str]:
+        texts = self.reported_templates()
         for rule in self.preflight:
+            texts += [t for patch in rule.patches for t in _patch_templates(patch)]
             texts += [*rule.values.values(), *(t.text for t in rule.explanation)]
             texts += [rule.evidence] if rule.evidence else []
         return texts
