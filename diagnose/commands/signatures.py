@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from diagnose.core.engine import ENGINE_VALUES
 from diagnose.core.errors import UserError
 from diagnose.core.expr import template_fields
 from diagnose.core.ranking import choose_patch
@@ -166,15 +167,6 @@ def lint(signatures: list[SignatureFile]) -> list[LintProblem]:
                     "adjacent quantifiers over the same characters)"
                 )
     return problems
-
-
-ENGINE_VALUES = frozenset(
-    ("engine", "engine_version", "unit", "phase", "count", "attempts", "ranks", "error_before",
-     "error_here_or_before", "error_earlier", "stop_requested", "stop_job", "quiet_minutes",
-     "quiet_for", "threshold")
-)  # fmt: skip
-"""Values the engine gives every match (the engine and unit it detected, where and how often
-it happened, what came before, how long an absence lasted), beside the captures."""
 
 
 def _unfilled_fields(signature: Signature, fact_names: set[str]) -> set[str]:

@@ -151,6 +151,15 @@ _NEVER_LISTENED = "error while attempting to bind on address"
 so a start that then fails to bind was never ready."""
 _DEATH_NOTICE = "|".join(death_notices())
 """The engine's own words for a process of it that died (the profiles' ``death_notices``)."""
+ENGINE_VALUES = frozenset(
+    ("engine", "engine_version", "unit", "phase", "count", "attempts", "ranks", "error_before",
+     "error_here_or_before", "error_earlier", "stop_requested", "stop_job", "quiet_minutes",
+     "quiet_for", "threshold")
+)  # fmt: skip
+"""Values this engine gives every match beside its captures (``_match`` for conditions,
+``_draft`` for the finding): the engine and unit it detected, where and how often it happened,
+what came before, how long an absence lasted. A signature's text may name them; keep the list
+with the two methods."""
 _RAISED = re.compile(r"\s*(?:[A-Za-z_][\w.]*(?:Error|Exception): |\[(?i:error|critical)\])")
 """A line that is an exception as Python prints it (``ImportError: ...``), or one a log viewer
 marks as an error (``[error]...``)."""
