@@ -562,3 +562,18 @@ def test_a_piped_loggers_columns_are_not_the_line(line: str, text: str) -> None:
     assert record is not None
     assert record.text == text
     assert record.ts is not None and (record.ts.hour, record.ts.minute) == (22, 4)
+
+
+def test_a_child_line_relayed_in_a_go_supervisors_logfmt_field_is_the_line() -> None:
+    """LocalAI relays its backend's stderr as `line="..."` of its own logfmt line (quotes
+    escaped): the child's line is the record's text, so its traceback reads as one."""
+    record = parse(
+        'localai-1  | Jul 22 17:17:15 DEBUG GRPC stderr id="gemma-127.0.0.1:41633" line="  File '
+        '\\"/backends/venv/lib/python3.10/site-packages/torch/_ops.py\\", line 1505, in '
+        'load_library" caller={caller.file="/build/pkg/model/process.go"  caller.L=219 } '
+    )
+    assert record.text == (
+        '  File "/backends/venv/lib/python3.10/site-packages/torch/_ops.py", line 1505, in '
+        "load_library"
+    )
+    assert parse('level=info msg="started" line="x"').text == 'level=info msg="started" line="x"'

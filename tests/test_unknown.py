@@ -532,3 +532,24 @@ def test_a_kernel_that_fails_under_graph_capture_is_read_with_the_eager_test() -
     assert cause is not None and cause.signature == "message-words"
     assert cause.title == "A kernel fails while the engine captures CUDA (HIP) graphs"
     assert "`--enforce-eager`" in cause.explanation
+
+
+def test_a_parallel_size_the_release_does_not_support_yet_is_a_launch_setting_to_upgrade() -> None:
+    """A refusal of a parallel size for a format (`GGUF quantization hasn't supported tensor
+    parallelism yet`) reads as the launch setting, with a size of 1 or a newer release; only the
+    words "not ... yet" bring the engine's upgrade."""
+    line = (
+        "(RayWorkerWrapper pid=11033) ERROR 08-19 16:07:35 worker_base.py:438] ValueError: "
+        "GGUF quantization hasn't supported tensor parallelism yet. [repeated 2x across cluster]\n"
+    )
+    cause = primary(run_text(line))
+    assert cause is not None and cause.signature == "message-words"
+    assert cause.category == "launch_args"
+    assert "tensor parallel size of 1" in cause.explanation
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "vllm",
+        "upgrade",
+    )
+    refused = line.replace(" hasn't supported", " does not support").replace(" yet", "")
+    settled = primary(run_text(refused))
+    assert settled is not None and settled.category == "launch_args" and settled.package is None

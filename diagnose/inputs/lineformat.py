@@ -116,6 +116,16 @@ _RUNTIME_STAMP = re.compile(
 --timestamps`` an RFC 3339 stamp with nanoseconds, a CRI log file also the stream and a
 full-or-partial tag (``2026-06-08T18:01:24.332338885Z stdout F ``)."""
 
+_RELAYED_LINE = re.compile(
+    r'\bstd(?:err|out)\b(?:[^"\n]*?"(?:[^"\\\n]|\\.)*")*?[^"\n]*?'  # fields before it
+    r'\sline="(?P<line>(?:[^"\\\n]|\\.)*)"'
+)
+"""A Go supervisor's logfmt line that carries a line its child wrote (LocalAI's ``DEBUG GRPC
+stderr id="MODEL-127.0.0.1:41633" line="  File \\"/backends/...\\", line 1505, in ..."
+caller={...}``): the child's line, its quotes escaped, is the ``line`` field."""
+_GO_ESCAPE = re.compile(r"\\([\\\"tn])")
+_GO_ESCAPED = {"\\": "\\", '"': '"', "t": "\t", "n": " "}
+
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]: ?")
 """torch.distributed's prefix on every line a rank writes to stderr (``[rank0]: Traceback ...``,
 ``[rank1]:[W ...] ...``): the line after it is the rank's, on the rank's own stream."""
@@ -249,6 +259,8 @@ class LineParser:
     def _apply_app_prefix(self, record: Record) -> None:
         if record.origin != "app":
             return
+        if ' line="' in record.text and (relayed := _RELAYED_LINE.search(record.text)):
+            record.text = _GO_ESCAPE.sub(lambda m: _GO_ESCAPED[m.group(1)], relayed.group("line"))
         if "across cluster]" in record.text:
             record.text = _RAY_REPEATED.sub("", record.text)
         if "[address=" in record.text:

@@ -1085,7 +1085,7 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     package = (
         _newer_family_release(f"{first.text} {reason.text}", incident)
         if category == "gpu_arch_support"
-        else None
+        else _later_release(f"{first.text} {reason.text}", incident)
     )
     if said is None:
         title = f"An error no signature explains; its words point at {area}"
@@ -1112,11 +1112,16 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "where the server starts (a placeholder below, shown and never applied until you "
             "fill it in)."
         )
-    if package is not None:
+    if package is not None and category == "gpu_arch_support":
         explanation += (
             f" Releases open such checks to a family's newer GPUs (SM 10.3, 11.0, 12.x after the "
             f"first Blackwell parts) one code path at a time: upgrading {package.name} is the "
             "change to try first."
+        )
+    elif package is not None:
+        explanation += (
+            f" The message says the support is not there yet: a later {package.name} release may "
+            "have added it, so upgrading is the change to try first."
         )
     return [
         lead(
@@ -1159,6 +1164,14 @@ def _newer_family_release(text: str, incident: IncidentView) -> PackageAction | 
     """The engine's upgrade, when a refusal names a Blackwell-generation architecture and the
     log shows which engine refused it."""
     if incident.engine not in mined.ENGINES or not _NEWER_FAMILY_GPU.search(text):
+        return None
+    spec = mined.upgrade_spec(incident.engine, incident.engine_version)
+    return PackageAction(name=incident.engine, spec=spec, action="upgrade")
+
+
+def _later_release(text: str, incident: IncidentView) -> PackageAction | None:
+    """The engine's upgrade, when its refusal says the support is not there yet."""
+    if incident.engine not in mined.ENGINES or not _NOT_YET.search(text):
         return None
     spec = mined.upgrade_spec(incident.engine, incident.engine_version)
     return PackageAction(name=incident.engine, spec=spec, action="upgrade")
@@ -1212,7 +1225,8 @@ def _architecture_reading(text: str) -> tuple[str, str, str] | None:
 
 
 _CAPTURE = re.compile(
-    r"\b(?:(?:cuda|hip) )?graph capture|stream capture|capture stream|ErrorStreamCapture",
+    r"\b(?:(?:cuda|hip) )?graph capture|stream capture|capture stream|stream is capturing"
+    r"|ErrorStreamCapture",
     re.IGNORECASE,
 )
 
@@ -1233,10 +1247,32 @@ def _capture_reading(text: str) -> tuple[str, str, str] | None:
     )
 
 
+_PARALLEL_NAMED = re.compile(r"\b(tensor|pipeline|expert|data|context|sequence)[-_ ]parallel", re.I)
+
+
+def _combination_reading(text: str) -> tuple[str, str, str] | None:
+    """A parallel size that the model's format or a feature in use does not support (yet)."""
+    named = _PARALLEL_NAMED.search(text)
+    if named is None:
+        return None
+    kind = named.group(1).lower()
+    return (
+        f"This release does not support {kind} parallelism with the model or feature in use",
+        f"The engine refuses {kind} parallelism for the model format or feature the message "
+        f"names: no value of another setting makes the two work together. Start with a {kind} "
+        "parallel size of 1 (one GPU, or another way to split the model), serve the model in a "
+        "format that supports it, or take a release that adds the support"
+        + (" (the message says it is not there yet)." if _NOT_YET.search(text) else "."),
+        f"The engine's release notes after the installed version, for {kind} parallelism with "
+        "the format or feature the message names.",
+    )
+
+
 _READINGS = {
     "port_in_use": _port_reading,
     "gpu_arch_support": _architecture_reading,
     "kernel_build": _capture_reading,
+    "launch_args": _combination_reading,
 }
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
@@ -1904,11 +1940,12 @@ yet.``): what the message names and the feature it refuses."""
 
 _NOT_YET = re.compile(
     r"\b(?:not (?:yet )?(?:supported|implemented) yet|not yet (?:supported|implemented)|"
-    r"does(?:n't| not) (?:yet )?support\b.{1,80}\byet)\b",
+    r"(?:does|has|is)(?:n't| not) (?:yet )?support(?:ed)?\b.{1,80}\byet)\b",
     re.IGNORECASE,
 )
 """A refusal the engine says is temporary (``... does not support BitsAndBytes quantization
-yet``): a later release is where the support lands."""
+yet``, ``GGUF quantization hasn't supported tensor parallelism yet``): a later release is where
+the support lands."""
 
 
 _VERSION_LIST_REFUSAL = re.compile(
