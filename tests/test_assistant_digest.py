@@ -11,7 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from diagnose.assistant.ask import request_text
-from diagnose.assistant.digest import DEFAULT_TOKEN_BUDGET, build_digest, wanted_lines
+from diagnose.assistant.digest import (
+    DEFAULT_TOKEN_BUDGET,
+    WHY_CHARS,
+    build_digest,
+    wanted_lines,
+)
 from diagnose.assistant.sources import file_digest
 from diagnose.commands.file import diagnose_files
 from diagnose.inputs.excerpt import read_excerpt
@@ -53,6 +58,19 @@ def test_the_digest_leaves_out_the_tools_reading_of_the_words(tmp_path: Path) ->
     assert "message-words" not in digest.text and "tier generic" not in digest.text
     assert "L1: RuntimeError: CUDA driver error" in digest.text
     assert "tier engine_source, argparse-sglang-flags" in digest_of(SGLANG_BAD_FLAG, tmp_path).text
+
+
+def test_each_candidate_carries_its_mechanism_clipped_to_one_line(tmp_path: Path) -> None:
+    """A candidate's title is generic; its explanation is the mechanism the tool knows (here,
+    pipeline stages that do not skip another stage's tensors): one line, cut at a word."""
+    log = (
+        "vllm serve /models/GLM-4.7-FP8 --pipeline-parallel-size 4\n"
+        "(Worker_PP2 pid=2211) ERROR 03-02 11:40:02 [multiproc_executor.py:671] KeyError: "
+        "'layers.3.mlp.shared_experts.down_proj.weight'\n"
+    )
+    [why] = [line for line in digest_of(log, tmp_path).text.splitlines() if "why:" in line]
+    assert "pipeline-parallel size of 4" in why
+    assert len(why) <= len("  why: ") + WHY_CHARS + 2 and why.endswith(" …")
 
 
 def test_the_digest_says_what_ran_the_server_and_the_request_assumes_nothing(

@@ -36,6 +36,8 @@ HEAD_LINES = 40
 TAIL_LINES = 40
 SECTION_SHARE = 0.12
 """The most of the budget one section of facts may take; the log excerpt takes the rest."""
+WHY_CHARS = 400
+"""How much of a candidate's explanation (its mechanism, in the tool's words) the digest keeps."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+")
 _ENV_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\S*)")
@@ -211,6 +213,14 @@ def _base_name(source: str) -> str:
     return source.rstrip("/").rsplit("/", 1)[-1]
 
 
+def _clipped(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word's end to at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def _section(title: str, lines: list[str], limit: int) -> str:
     """A titled section, cut to ``limit`` characters at a line's end."""
     body: list[str] = []
@@ -371,6 +381,8 @@ def _candidate_lines(diagnosis: Diagnosis, excerpt: Excerpt) -> list[str]:
         )
         if where:
             lines.append(f"  evidence: {', '.join(dict.fromkeys(where))}")
+        if finding.explanation:
+            lines.append(f"  why: {_clipped(finding.explanation, WHY_CHARS)}")
         if finding.patch is not None and not finding.patch.is_empty():
             lines.append(f"  fix: {'; '.join(patch_lines(finding.patch))}")
         if finding.package is not None:
