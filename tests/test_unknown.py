@@ -550,6 +550,9 @@ def test_a_parallel_size_the_release_does_not_support_yet_is_a_launch_setting_to
         "vllm",
         "upgrade",
     )
+    named = primary(run_text("RuntimeError: custom op --tensor-parallel-size 3 failed to start\n"))
+    assert named is not None and named.category == "launch_args"
+    assert "does not support" not in named.title  # a flag named, no refusal of the combination
     refused = line.replace(" hasn't supported", " does not support").replace(" yet", "")
     settled = primary(run_text(refused))
     assert settled is not None and settled.category == "launch_args" and settled.package is None

@@ -1248,12 +1248,16 @@ def _capture_reading(text: str) -> tuple[str, str, str] | None:
 
 
 _PARALLEL_NAMED = re.compile(r"\b(tensor|pipeline|expert|data|context|sequence)[-_ ]parallel", re.I)
+_REFUSED = re.compile(
+    r"(?:\bnot|n't) (?:been )?(?:yet )?support|\bunsupported\b|\bnot (?:yet )?implemented", re.I
+)
 
 
 def _combination_reading(text: str) -> tuple[str, str, str] | None:
-    """A parallel size that the model's format or a feature in use does not support (yet)."""
+    """A parallel size that the model's format or a feature in use does not support (yet);
+    None for any other launch setting's message (a size that does not divide a count)."""
     named = _PARALLEL_NAMED.search(text)
-    if named is None:
+    if named is None or not _REFUSED.search(text):
         return None
     kind = named.group(1).lower()
     return (
