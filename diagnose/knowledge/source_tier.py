@@ -1281,7 +1281,7 @@ _READINGS = {
 """What the words of a category say of the mechanism: a title, the sentence and the check
 that confirms it, with the values the message names (a port reading without its number names
 none; an architecture reading needs the architectures, a kernel-build reading the words of
-graph capture, else it is None)."""
+graph capture, a launch-setting reading a parallel size refused, else it is None)."""
 
 
 def past_wrappers(incident: IncidentView) -> IncidentView:
