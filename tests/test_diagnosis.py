@@ -538,6 +538,25 @@ def test_a_missing_top_level_module_is_installed_under_its_distribution_name() -
     assert plain.package.name == "sentencepiece"
 
 
+def test_intel_extension_missing_off_x86_is_the_engines_path_and_other_modules_are_installed() -> None:
+    """IPEX cannot be installed on a POWER or Arm machine: the engine's upgrade, not an
+    install; any other module on such a machine is still installed, and IPEX on x86 too."""
+    frame = (
+        '  File "/opt/conda/lib/python3.11/site-packages/vllm-0.6.6+cpu-py3.11-linux-{arch}.egg/'
+        'vllm/distributed/parallel_state.py", line 338, in all_reduce\n'
+    )
+    missing = "ModuleNotFoundError: No module named '{module}'\n"
+
+    def package(arch: str, module: str) -> tuple[str, str]:
+        cause = primary(run_text(frame.format(arch=arch) + missing.format(module=module)))
+        assert cause is not None and cause.package is not None
+        return cause.package.name, cause.package.action
+
+    assert package("ppc64le", "intel_extension_for_pytorch") == ("vllm", "upgrade")
+    assert package("aarch64", "sentencepiece") == ("sentencepiece", "install")
+    assert package("x86_64", "intel_extension_for_pytorch")[1] == "install"
+
+
 def test_a_message_the_log_wrapped_mid_sentence_is_quoted_whole() -> None:
     """A pasted error broken over lines (a forum or a terminal wrapped it): the lines that go
     on with its sentence are evidence too; an addendum after a full stop is not."""
