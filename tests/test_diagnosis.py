@@ -538,7 +538,9 @@ def test_a_missing_top_level_module_is_installed_under_its_distribution_name() -
     assert plain.package.name == "sentencepiece"
 
 
-def test_intel_extension_missing_off_x86_is_the_engines_path_and_other_modules_are_installed() -> None:
+def test_intel_extension_missing_off_x86_is_the_engines_path_and_other_modules_are_installed() -> (
+    None
+):
     """IPEX cannot be installed on a POWER or Arm machine: the engine's upgrade, not an
     install; any other module on such a machine is still installed, and IPEX on x86 too."""
     frame = (
