@@ -1077,16 +1077,14 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
     if reason is not first:
         quoted += f", and the line below it that gives its reason, `{reason.text.strip()[:300]}`"
     reading = _READINGS.get(category)
-    said = reading(f"{first.text} {reason.text}") if reading is not None else None
+    words = f"{first.text} {reason.text}"
+    said = reading(words) if reading is not None else None
     checks = [
         'The innermost `File "..."` frames above the error: the package and function that '
         "raised it; search the project's issues for the message."
     ]
-    package = (
-        _newer_family_release(f"{first.text} {reason.text}", incident)
-        if category == "gpu_arch_support"
-        else _later_release(f"{first.text} {reason.text}", incident)
-    )
+    upgrade_reason = _reason_to_upgrade(category, words)
+    package = _engine_upgrade(incident) if upgrade_reason is not None else None
     if said is None:
         title = f"An error no signature explains; its words point at {area}"
         explanation = (
@@ -1112,17 +1110,8 @@ def message_words_findings(incident: IncidentView) -> list[Finding]:
             "where the server starts (a placeholder below, shown and never applied until you "
             "fill it in)."
         )
-    if package is not None and category == "gpu_arch_support":
-        explanation += (
-            f" Releases open such checks to a family's newer GPUs (SM 10.3, 11.0, 12.x after the "
-            f"first Blackwell parts) one code path at a time: upgrading {package.name} is the "
-            "change to try first."
-        )
-    elif package is not None:
-        explanation += (
-            f" The message says the support is not there yet: a later {package.name} release may "
-            "have added it, so upgrading is the change to try first."
-        )
+    if package is not None and upgrade_reason is not None:
+        explanation += " " + upgrade_reason.format(engine=package.name)
     return [
         lead(
             first,
@@ -1160,18 +1149,30 @@ _NEWER_FAMILY_GPU = re.compile(r"\bsm_?1[0-2]\d[af]?\b", re.IGNORECASE)
 admitted code path by code path."""
 
 
-def _newer_family_release(text: str, incident: IncidentView) -> PackageAction | None:
-    """The engine's upgrade, when a refusal names a Blackwell-generation architecture and the
-    log shows which engine refused it."""
-    if incident.engine not in mined.ENGINES or not _NEWER_FAMILY_GPU.search(text):
+def _reason_to_upgrade(category: str, text: str) -> str | None:
+    """Why the engine's upgrade is the change to try first, where the words give a reason (a
+    refusal of a Blackwell-generation architecture; one that says the support is not there
+    yet), with ``{engine}`` for the package's name; None when they give none."""
+    if category == "gpu_arch_support":
+        if not _NEWER_FAMILY_GPU.search(text):
+            return None
+        return (
+            "Releases open such checks to a family's newer GPUs (SM 10.3, 11.0, 12.x after the "
+            "first Blackwell parts) one code path at a time: upgrading {engine} is the change to "
+            "try first."
+        )
+    if not _NOT_YET.search(text):
         return None
-    spec = mined.upgrade_spec(incident.engine, incident.engine_version)
-    return PackageAction(name=incident.engine, spec=spec, action="upgrade")
+    return (
+        "The message says the support is not there yet: a later {engine} release may have "
+        "added it, so upgrading is the change to try first."
+    )
 
 
-def _later_release(text: str, incident: IncidentView) -> PackageAction | None:
-    """The engine's upgrade, when its refusal says the support is not there yet."""
-    if incident.engine not in mined.ENGINES or not _NOT_YET.search(text):
+def _engine_upgrade(incident: IncidentView) -> PackageAction | None:
+    """The upgrade of the engine the log shows, past the release it shows; None when the log
+    shows no engine the mined releases know."""
+    if incident.engine not in mined.ENGINES:
         return None
     spec = mined.upgrade_spec(incident.engine, incident.engine_version)
     return PackageAction(name=incident.engine, spec=spec, action="upgrade")
