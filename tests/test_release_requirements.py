@@ -151,7 +151,8 @@ def test_the_table_is_read_only_for_a_change_without_a_version() -> None:
 def test_with_no_engine_named_the_only_engine_that_declares_the_package_gives_its_floor() -> None:
     """Every vLLM release since it moved to pydantic 2 asks only for a 2.x minimum: an
     ImportError of a pydantic 2 name is a pydantic too old for any of them (as the pydantic
-    releases mined say first: the name comes in 2.0)."""
+    releases mined say first: the name comes in 2.0). The version to install is the highest
+    of those minimums within 2.x, which fits whichever of them runs."""
     log = (
         "ImportError: cannot import name 'field_serializer' from 'pydantic' "
         "(/usr/local/lib/python3.10/dist-packages/pydantic/__init__.py)\n"
@@ -162,9 +163,12 @@ def test_with_no_engine_named_the_only_engine_that_declares_the_package_gives_it
     assert "first comes in pydantic 2.0" in exact.explanation
     cause = pinned_by_release(_left_vague(exact), None, None)
     assert cause.package is not None
+    newest = mined.required("vllm", None, "pydantic")
+    assert newest is not None
     assert (cause.package.name, cause.package.spec, cause.package.action) == (
         "pydantic",
-        ">=2.0",
+        f"{newest.spec},<3",
         "upgrade",
     )
     assert "only vLLM declares pydantic" in cause.explanation
+    assert "asks for pydantic 2.0 or newer" in cause.explanation

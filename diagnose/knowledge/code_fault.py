@@ -717,17 +717,38 @@ _NAME_SLIPS = ("NameError", "UnboundLocalError")
 """Exceptions only code raises, on a name it never bound: never a setting's refusal."""
 
 
+_UNBOUND_NAME = re.compile(r"name '(?P<name>\w+)' is not defined")
+
+
+def _engine_binding(message: str) -> str | None:
+    """The one engine whose mined modules bind the name a ``NameError`` asks for at their top
+    level (``get_global_server_args``: SGLang's); None when both or neither do."""
+    found = _UNBOUND_NAME.match(message)
+    if found is None:
+        return None
+    binding = [
+        engine for engine in mined.ENGINES if mined.modules_naming(engine, found.group("name"))
+    ]
+    return binding[0] if len(binding) == 1 else None
+
+
 def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
     """A name the code never bound (``NameError: name 'VLLM_AVAILABLE' is not defined``),
     pasted without its traceback from the engine's log: most often the engine's own module
     that binds the name only on one branch (an optional package's import) and uses it on
-    another. A lead at low confidence: the frames would say whose code it is."""
-    if engine not in mined.ENGINES or _frames(first):
+    another. Where the log does not show the engine, the one engine whose modules bind the
+    name elsewhere is taken. A lead at low confidence: the frames would say whose code it is."""
+    if _frames(first):
         return None
     found = _EXCEPTION.match(first.text.strip())  # the exception's own line, not a mention
     if found is None or found.group("name") not in _NAME_SLIPS:
         return None
-    said = f"{found.group('name')}: {(found.group('message') or '').strip()}"
+    message = (found.group("message") or "").strip()
+    if engine not in mined.ENGINES:
+        engine = _engine_binding(message)
+        if engine is None:
+            return None
+    said = f"{found.group('name')}: {message}"
     engine_name = mined.ENGINE_NAMES[engine]
     return lead(
         first,

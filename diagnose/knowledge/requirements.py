@@ -55,7 +55,8 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
             return finding
         common = _common_floor(engine, newest.package)
         if common is not None:
-            floor, since = common
+            lowest, highest, since = common
+            spec = f">={highest},<{highest.major + 1}"
             note = (
                 (
                     "The log names no engine and no release (only " + name + " declares "
@@ -63,17 +64,15 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
                     if unnamed
                     else f"The log does not show which {name} release runs"
                 )
-                + f"; every {name} release since "
-                f"{since} asks for {newest.package} {floor} or newer within one major version "
-                f"(the newest asks {newest.spec}), so install at least that; where the "
-                f"installed {newest.package} is newer already, it is the other package of the "
-                "pair to align."
+                + f"; every {name} release since {since} asks for {newest.package} {lowest} or "
+                f"newer within one major version (the newest asks {newest.spec}), so "
+                f"{newest.package} {spec} satisfies whichever of them runs; where the installed "
+                f"{newest.package} is newer already, it is the other package of the pair to "
+                "align."
             )
             return finding.model_copy(
                 update={
-                    "package": PackageAction(
-                        name=newest.package, spec=f">={floor}", action="upgrade"
-                    ),
+                    "package": PackageAction(name=newest.package, spec=spec, action="upgrade"),
                     "explanation": f"{finding.explanation} {note}",
                 }
             )
@@ -105,10 +104,11 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
     )
 
 
-def _common_floor(engine: str, package: str) -> tuple[str, str] | None:
-    """The lowest minimum of ``package`` over the engine's newest releases that each ask only
-    for a minimum within one major version, and the oldest of them: any installed version
-    that fails one of them is too old, whichever of those releases runs."""
+def _common_floor(engine: str, package: str) -> tuple[Version, Version, str] | None:
+    """The lowest and the highest minimum of ``package`` over the engine's newest releases
+    that each ask only for a minimum within one major version, and the oldest of them: a
+    version below the lowest is too old for each of those releases, and one from the highest
+    up, within its major version, fits whichever of them runs."""
     floors: list[Version] = []
     since = None
     for release, declared in reversed(mined.requirements(engine).items()):
@@ -128,7 +128,7 @@ def _common_floor(engine: str, package: str) -> tuple[str, str] | None:
             break
         floors.append(floor)
         since = release
-    return (str(min(floors)), since) if floors and since else None
+    return (min(floors), max(floors), since) if floors and since else None
 
 
 def installed_version(finding: Finding, *names: str) -> str | None:

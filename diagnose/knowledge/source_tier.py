@@ -1613,6 +1613,8 @@ def _finding(
         hit.cut_short or hit.reworded,
         raised_until=last_raised if template.source != "libraries" else None,
     )
+    if judgement.category == "model_unsupported" and template.source != "libraries":
+        _upgrade_for_refused_value(fix, hit, context)
     raised = f"raised as {template.exception}" if template.exception else "logged as an error"
     explanation = [
         f"Derived from the engine's source, {where}: the decisive message matches a message "
@@ -1891,11 +1893,43 @@ def derive_fix(
             f"{source}, or serve a model that supports {feature}."
         )
     elif not fix.notes:
-        fix.notes.append(
-            "The message names no setting this release accepts: no configuration change is "
-            "derived from it."
-        )
+        fix.notes.append(_NO_SETTING_NAMED)
     return fix
+
+
+_NO_SETTING_NAMED = (
+    "The message names no setting this release accepts: no configuration change is derived from it."
+)
+
+
+_REFUSAL = re.compile(
+    r"\b(?:unsupported|not (?:yet )?supported|(?:does|do)(?:n't| not) (?:yet )?support|"
+    r"unrecogni[sz]ed|not recogni[sz]ed|unknown)\b",
+    re.IGNORECASE,
+)
+"""The words of a check that refuses what it was given (not of one that found it missing)."""
+
+
+def _upgrade_for_refused_value(fix: DerivedFix, hit: TemplateHit, context: ReleaseContext) -> None:
+    """An engine's check that refuses a model by a value it does not list (``Unsupported
+    architecture: Qwen2ForCausalLM``) where the log does not show the release: every mined
+    release still writes the message, but the values such a check takes grow with the
+    releases (new families, backbones, variants), so the newest release is the fix to try."""
+    refused = [value for value in hit.values.values() if value and len(value) <= 120]
+    if fix.patch is not None or fix.package is not None or context.guessed or not refused:
+        return
+    if context.shown is not None or _REFUSAL.search(hit.template.text) is None:
+        return
+    spec = mined.upgrade_spec(context.engine, None)
+    fix.package = PackageAction(name=context.engine, spec=spec, action="upgrade")
+    fix.sentences.append(
+        f"The check refuses `{refused[0]}`, a value this release does not list, and the log "
+        f"does not show which {context.name} release runs. Every mined release still writes "
+        "the message, but the values such a check takes grow from release to release (newer "
+        f"model families, backbones and variants): upgrade ({spec or 'the newest'}), and where "
+        "the newest still refuses it, serve a model the check takes."
+    )
+    fix.notes = [note for note in fix.notes if note != _NO_SETTING_NAMED]
 
 
 _REFUSED_VARIABLE = re.compile(
