@@ -400,6 +400,20 @@ def test_a_name_never_bound_pasted_alone_from_an_engines_log_is_a_lead_to_upgrad
     assert quoted is None or quoted.signature != "engine-code-fault"
 
 
+def test_a_name_never_bound_pasted_alone_takes_the_one_engine_whose_modules_bind_it() -> None:
+    """With no banner or frame naming the engine, the unbound name does: only SGLang's modules
+    bind ``get_global_server_args``; a name both engines bind (``pynvml``) names neither."""
+    cause = primary(run_text("NameError: name 'get_global_server_args' is not defined\n"))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.confidence is Confidence.LOW
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "sglang",
+        "upgrade",
+    )
+    shared = primary(run_text("NameError: name 'pynvml' is not defined\n"))
+    assert shared is None or shared.signature != "engine-code-fault"
+
+
 def test_a_slip_in_the_accelerator_stack_the_engine_called_is_the_pair_out_of_step() -> None:
     frames = [
         ("vllm/worker/hpu_model_runner.py", "warmup_model", "with compile_only_mode_context():"),

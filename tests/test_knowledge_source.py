@@ -18,7 +18,7 @@ from diagnose.core.explain import Candidate, IncidentView
 from diagnose.core.models import Confidence, Diagnosis, Evidence, Finding
 from diagnose.inputs.files import LogInput
 from diagnose.inputs.pipeline import run_logs
-from diagnose.knowledge import source_index
+from diagnose.knowledge import mined, source_index
 from diagnose.knowledge.mined import ENGINE_NAMES, template_rows
 from diagnose.knowledge.source_index import (
     SOURCES,
@@ -279,6 +279,31 @@ def test_an_engine_message_no_signature_knows_gives_a_sourced_finding_with_a_che
     assert "Derived from the engine's source, SGLang 0.5.17" in cause.explanation
     assert cause.patch is not None and cause.patch.args_add == ["--dp-size", "1"]
     assert any("does not support dp_size > 1" in e.text for e in cause.evidence)
+
+
+UNLISTED_BACKBONE = (
+    '  File "/workspace/.venv/lib/python3.11/site-packages/sglang/srt/configs/internvl.py", '
+    "line 318, in __init__\n"
+    "    raise ValueError(\n"
+    "ValueError: Unsupported architecture: Qwen2ForCausalLM\n"
+)
+
+
+def test_a_model_refused_by_a_value_its_check_does_not_list_offers_the_newest_release() -> None:
+    """Every mined release writes the check, but what it takes grows: with no release in the
+    log, the newest is the fix to try; where the log shows the release, none is guessed."""
+    cause = _cause(UNLISTED_BACKBONE)
+    assert (cause.tier, cause.category) == ("engine_source", "model_unsupported")
+    newest = mined.versions("sglang")[-1]
+    assert cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "sglang",
+        f">={newest}",
+        "upgrade",
+    )
+    assert "a value this release does not list" in cause.explanation
+    shown = _cause(UNLISTED_BACKBONE, ("sglang", newest))
+    assert shown.tier == "engine_source" and shown.package is None
 
 
 def test_holes_are_bound_and_a_stale_flag_is_mapped_to_its_successors_never_offered() -> None:

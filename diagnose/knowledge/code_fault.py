@@ -299,6 +299,10 @@ def program_source(file: str) -> bool:
 _PACKAGE_DIR = re.compile(r"[A-Za-z_]\w*")
 
 
+_ELIDED = frozenset(("...", "\u2026"))
+"""What a paste writes for the start of a path it left out."""
+
+
 def _program_of(file: str, stack: tuple[str, ...] = ()) -> str | None:
     """The program a frame's file belongs to: an installed package that is not an engine or
     a package under it, a relative path's first directory (``slime/ray/rollout.py``), the
@@ -313,8 +317,12 @@ def _program_of(file: str, stack: tuple[str, ...] = ()) -> str | None:
     if not program_source(file):
         return None
     parts = file.split("/")
+    while parts and parts[0] in _ELIDED:  # a paste that cut the path's start (".../core.py")
+        parts = parts[1:]
     if not file.startswith("/") and len(parts) > 1:
-        return parts[0] if parts[0] not in UNDER_THE_ENGINE else None
+        return parts[0] if parts[0] not in UNDER_THE_ENGINE | set(mined.ENGINES) else None
+    if len(parts) < 2:
+        return None
     repeated = [a for a, b in pairwise(parts[:-1]) if a and a == b]
     if repeated:
         return repeated[-1]

@@ -1902,7 +1902,7 @@ _NO_SETTING_NAMED = (
 )
 
 
-_REFUSAL = re.compile(
+_REFUSED_VALUE = re.compile(
     r"\b(?:unsupported|not (?:yet )?supported|(?:does|do)(?:n't| not) (?:yet )?support|"
     r"unrecogni[sz]ed|not recogni[sz]ed|unknown)\b",
     re.IGNORECASE,
@@ -1918,7 +1918,7 @@ def _upgrade_for_refused_value(fix: DerivedFix, hit: TemplateHit, context: Relea
     refused = [value for value in hit.values.values() if value and len(value) <= 120]
     if fix.patch is not None or fix.package is not None or context.guessed or not refused:
         return
-    if context.shown is not None or _REFUSAL.search(hit.template.text) is None:
+    if context.shown is not None or _REFUSED_VALUE.search(hit.template.text) is None:
         return
     spec = mined.upgrade_spec(context.engine, None)
     fix.package = PackageAction(name=context.engine, spec=spec, action="upgrade")
