@@ -58,6 +58,8 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
             problems.append(
                 f"evidence missed line(s) {missed}; it pointed at {sorted(n for n in lines if n)}"
             )
+        if not all(f.explanation.strip() for f in findings):
+            problems.append("no explanation applies to what this example captured")
         if example.captures:
             captured = {k: expr.format_number(v) for k, v in engine.values[signature.id].items()}
             for key, want in example.captures.items():
