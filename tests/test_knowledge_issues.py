@@ -119,6 +119,22 @@ def test_a_finding_from_the_base_says_where_it_came_from() -> None:
     assert "resolved public threads" in cause.explanation
 
 
+def test_the_decisive_message_is_the_printed_error_not_the_code_line_that_raises_it() -> None:
+    """A traceback shows the ``raise`` statement (its f-string matches the template too) and
+    then the message it printed: the evidence is the message; the code line alone still finds
+    the record."""
+    raising = '    raise ValueError(f"{model.__class__.__name__} does not support LoRA yet.")\n'
+    printed = "ValueError: Qwen3ASRForConditionalGeneration does not support LoRA yet.\n"
+    frame = '  File ".../vllm/v1/worker/lora_model_runner_mixin.py", line 38, in load_lora_model\n'
+    cause = primary(
+        run_text("vllm serve Qwen/Qwen3-ASR-0.6B --enable-lora\n" + frame + raising + printed)
+    )
+    assert cause is not None and cause.signature == "vllm-model-does-not-support-lora"
+    assert [e.line for e in cause.evidence] == [4]
+    alone = primary(run_text("vllm serve Qwen/Qwen3-ASR-0.6B --enable-lora\n" + frame + raising))
+    assert alone is not None and alone.signature == "vllm-model-does-not-support-lora"
+
+
 def test_holes_bind_values_that_fill_the_fix() -> None:
     base = IssueBase(
         [

@@ -47,17 +47,37 @@ def known_issue_findings(
     excluded = [url for url in exclude_threads if url]
     if excluded:
         base = base.without_threads(excluded)
-    matches = [
-        m
-        for m in base.match([c.text for c in candidates], engine, engine_version)
-        if m.version_fit != "other-engine"
-        and (m.version_fit == "affected" or not m.record.message.generic)
-    ]
+    texts = [c.text for c in candidates]
+    matches = _kept(base.match(texts, engine, engine_version))
     if not matches:
         return []
     best = matches[0]
+    if _RAISE_STATEMENT.match(texts[best.position]):
+        # the traceback's code line that raises it; the message it raised, where the log has it
+        printed = [("" if _RAISE_STATEMENT.match(t) else t) for t in texts]
+        same = [
+            m
+            for m in _kept(base.match(printed, engine, engine_version))
+            if m.record.id == best.record.id
+        ]
+        best = same[0] if same else best
     others = [m for m in matches[1:] if m.record.category != best.record.category]
     return [_finding(best, candidates[best.position], engine_version, others[:MAX_ALTERNATIVES])]
+
+
+_RAISE_STATEMENT = re.compile(r"\s*raise\s+[\w.]+\(")
+"""A traceback's source line that raises the message (``raise ValueError(f"...")``)."""
+
+
+def _kept(matches: Iterable[KnownIssueMatch]) -> list[KnownIssueMatch]:
+    """Matches of the engine in the log (or of either), and of a generic message only where
+    the log's release is one the record affects."""
+    return [
+        m
+        for m in matches
+        if m.version_fit != "other-engine"
+        and (m.version_fit == "affected" or not m.record.message.generic)
+    ]
 
 
 def _finding(
