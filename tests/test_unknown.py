@@ -231,8 +231,8 @@ def test_the_reason_a_line_below_the_first_error_gives_is_read() -> None:
             "EJ0003: [PID: 159] Failed to bind the IP port[60000]. Reason: The IP address and "
             "port have been bound already.",
             "Port 60000 is already taken on this host",
-            "a second instance of the server",
-            "ss -ltnp | grep ':60000'",
+            "in Linux's default range for the local ports of outgoing connections",
+            "ss -tanp | grep ':60000'",
         ),
         (
             "AssertionError: mla_gluon requires gfx950 (CDNA4), got gfx942",

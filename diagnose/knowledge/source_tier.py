@@ -1196,16 +1196,30 @@ def _port_reading(text: str) -> tuple[str, str, str]:
     ports = list(dict.fromkeys(next(p for p in found if p) for found in _PORT_NAMED.findall(text)))
     port = ports[0] if ports else None
     which = f"port {port}" if port else "an address the server binds"
+    ephemeral = (
+        f" Port {port} lies in Linux's default range for the local ports of outgoing "
+        f"connections ({_EPHEMERAL[0]}-{_EPHEMERAL[1]}, `net.ipv4.ip_local_port_range`): any "
+        "process's client socket (Ray's, NCCL's, a download) can hold it for a while, so it "
+        "can be taken with no second server running. Give the component ports below "
+        f"{_EPHEMERAL[0]}, or reserve its range (`net.ipv4.ip_local_reserved_ports`)."
+        if port and _EPHEMERAL[0] <= int(port) <= _EPHEMERAL[1]
+        else ""
+    )
     return (
         f"{which[0].upper()}{which[1:]} is already taken on this host",
         f"The error says {which} is already taken: another process on this host holds it, most "
         "often a second instance of the server (two engines on one machine derive the same "
         "default ports) or a process left from an earlier start. Stop that process, or give "
-        "this instance other ports (the setting of the component that binds this one).",
-        f"`ss -ltnp | grep ':{port}'` names the process that holds port {port}."
+        f"this instance other ports (the setting of the component that binds this one).{ephemeral}",
+        f"`ss -tanp | grep ':{port}'` names the process that holds port {port} (a listener, or "
+        "the local end of a connection)."
         if port
         else "`ss -ltnp` lists the listening ports and the processes that hold them.",
     )
+
+
+_EPHEMERAL = (32768, 60999)
+"""Linux's default range for the local ports of outgoing connections."""
 
 
 def _architecture_reading(text: str) -> tuple[str, str, str] | None:
