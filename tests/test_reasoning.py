@@ -504,7 +504,7 @@ def test_a_programming_error_in_the_engines_own_code_reads_as_a_bug_of_that_buil
     assert (cause.package.name, cause.package.action) == ("sglang", "upgrade")
     assert "bug of this SGLang release" in cause.explanation
     newest = mined.versions("sglang")[-1]  # no release shown: the newest mined, named
-    assert f"pip install 'sglang>={newest}'" in (package_line(cause) or "")
+    assert f"pip install -U 'sglang>={newest}'" in (package_line(cause) or "")
     library = (
         '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9, in f\n'
         "    assert x\n"

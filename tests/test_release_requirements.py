@@ -4,6 +4,7 @@ the version gets the one the engine release declares, with where it comes from."
 
 from __future__ import annotations
 
+from diagnose.core.changes import package_line
 from diagnose.core.models import Finding, PackageAction
 from diagnose.knowledge import mined
 from diagnose.knowledge.requirements import direction, pinned_by_release
@@ -72,6 +73,28 @@ def _left_vague(finding: Finding | None) -> Finding:
     assert finding is not None and finding.package is not None
     vague = PackageAction(name=finding.package.name, spec="", action="pin")
     return finding.model_copy(update={"package": vague, "explanation": "e"})
+
+
+def test_a_package_lacking_a_name_under_a_floor_with_no_ceiling_is_upgraded_within_it() -> None:
+    """vLLM 0.26.0 asks only for openai>=2.0.0: the installed openai that lacks a name vLLM
+    imports is older than vLLM's code, so the change is an upgrade within that range, and
+    `pip install -U` makes it even where the installed release already fits the floor."""
+    log = (
+        '  File "/opt/python/lib/python3.12/site-packages/vllm/tool_parsers/utils.py", line 13, '
+        "in <module>\n"
+        "    from openai.types.responses import (\n"
+        "ImportError: cannot import name 'NamespaceTool' from 'openai.types.responses'\n"
+    )
+    cause = primary(_diagnosed(log, ("vllm", "0.26.0")))
+    required = mined.required("vllm", "0.26.0", "openai")
+    assert required is not None and cause is not None and cause.package is not None
+    assert (cause.package.name, cause.package.spec, cause.package.action) == (
+        "openai",
+        required.spec,
+        "upgrade",
+    )
+    assert "older than the code was written for" in cause.explanation
+    assert f"pip install -U 'openai{required.spec}'" in (package_line(cause) or "")
 
 
 def test_a_minimum_alone_is_quoted_but_not_pinned() -> None:

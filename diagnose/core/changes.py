@@ -150,11 +150,12 @@ def package_line(finding: Finding) -> str | None:
             f"(`pip check` names it): pip install '{package.name}==<that version>' in the "
             "server's environment"
         )
-    # with no version, only -U moves an installed package: plain `pip install` keeps it, as it
-    # keeps a broken install of the same version unless forced
+    # only -U moves an installed package that already fits the spec (or when there is none):
+    # plain `pip install` keeps it, as it keeps a broken install of the same version unless
+    # forced
     flag = (
         "-U "
-        if package.action == "upgrade" and not package.spec.strip()
+        if package.action == "upgrade"
         else "--force-reinstall "
         if package.action == "reinstall"
         else ""

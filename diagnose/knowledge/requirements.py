@@ -20,6 +20,9 @@ from diagnose.core.models import Finding, PackageAction, PackageChange
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
 
+_LACKS_A_NAME = frozenset({"dependency-api-mismatch"})
+"""Findings of a package that lacks a name the code imports: with a requirement that has no
+upper bound, the installed release is the older one."""
 _DIRECTED = ("pin", "upgrade", "downgrade")
 """Actions the installed version decides between; ``install`` and ``reinstall`` are kept."""
 _TOO_NEW = ("pin", "downgrade")
@@ -90,6 +93,20 @@ def pinned_by_release(finding: Finding, engine: str | None, engine_version: str 
     if asked != engine_version:
         chain += f" ({asked} is the release nearest to {engine_version} whose metadata was read)"
     if change.action in _TOO_NEW and not _bounded_above(found.spec):
+        lacks_a_name = change.action == "pin" and finding.signature in _LACKS_A_NAME
+        if lacks_a_name and installed_version(finding, change.name, found.package) is None:
+            note = (
+                f"{chain}, with no upper bound: every newer {found.package} fits it, and the "
+                f"installed one lacks a name the code imports, so it is older than the code was "
+                f"written for. Upgrade it within that range: the newest release has what the "
+                "newest code imports."
+            )
+            return finding.model_copy(
+                update={
+                    "package": PackageAction(name=found.package, spec=found.spec, action="upgrade"),
+                    "explanation": f"{finding.explanation} {note}",
+                }
+            )
         note = f"{chain}, with no upper bound: its requirements do not say which release to take."
         return finding.model_copy(update={"explanation": f"{finding.explanation} {note}"})
     installed = installed_version(finding, change.name, found.package)
