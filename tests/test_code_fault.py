@@ -414,6 +414,21 @@ def test_a_name_never_bound_pasted_alone_takes_the_one_engine_whose_modules_bind
     assert shared is None or shared.signature != "engine-code-fault"
 
 
+def test_a_paste_that_elides_the_paths_start_names_no_program_called_dots() -> None:
+    """``.../flashinfer/fused_moe/core.py``: the dots are what the paste left out, not a
+    directory; the file under them is a kernel library's, no program's."""
+    log = (
+        '  File ".../fused_moe_triton/layer.py", line 1273, in forward_impl\n'
+        "      result = trtllm_fp4_block_scale_moe(...)\n"
+        '  File ".../flashinfer/fused_moe/core.py", line 1085, in forward\n'
+        "      assert hidden_states_scale is None or (\n"
+        "  AssertionError: hidden_states_scale's first dimension must be batch size\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is None or cause.signature != "program-code-fault"
+    assert cause is None or "`...`" not in cause.title
+
+
 def test_a_slip_in_the_accelerator_stack_the_engine_called_is_the_pair_out_of_step() -> None:
     frames = [
         ("vllm/worker/hpu_model_runner.py", "warmup_model", "with compile_only_mode_context():"),

@@ -320,7 +320,7 @@ def _program_of(file: str, stack: tuple[str, ...] = ()) -> str | None:
     while parts and parts[0] in _ELIDED:  # a paste that cut the path's start (".../core.py")
         parts = parts[1:]
     if not file.startswith("/") and len(parts) > 1:
-        return parts[0] if parts[0] not in UNDER_THE_ENGINE | set(mined.ENGINES) else None
+        return parts[0] if parts[0] not in UNDER_THE_ENGINE else None
     if len(parts) < 2:
         return None
     repeated = [a for a, b in pairwise(parts[:-1]) if a and a == b]
