@@ -75,6 +75,21 @@ def test_another_engines_flag_is_left_out_with_or_without_a_release() -> None:
     assert alone.patch is None
 
 
+def test_with_no_engine_in_view_a_flag_neither_engine_has_is_left_out() -> None:
+    """A trainer's message that names its own option (``--num_processes``) in a log that
+    shows no engine: no SGLang or vLLM release has it, so the engine's fix does not add it;
+    a flag one engine has stays. Through the release checks, as every finding passes them."""
+    finding = _adding("--num-processes", "--tensor-parallel-size", "2")
+    checked = ReleaseFixChecks()(finding, None, None)
+    assert checked.patch is not None
+    assert checked.patch.args_add == ["--tensor-parallel-size", "2"]
+    assert "`--num-processes` is no flag of any SGLang or vLLM release" in (
+        checked.patch_note or ""
+    )
+    alone = ReleaseFixChecks()(_adding("--num-processes"), None, None)
+    assert alone.patch is None
+
+
 def test_a_value_the_release_names_otherwise_is_written_its_way() -> None:
     """vLLM 0.10.2 calls the Triton backend ``TRITON_ATTN_VLLM_V1`` and has no
     ``--attention-backend``: the fix sets its variable with its own spelling."""

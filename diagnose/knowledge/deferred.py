@@ -140,13 +140,17 @@ names each release ships."""
 
 def _to_check(finding: Finding, engine: str | None, engine_version: str | None) -> bool:
     """Added flags or variables to read against the release in the log, or (none shown) a flag
-    that no release of the engine defines or, in a fix a hand signature did not write for its
-    releases, an engine variable that only later releases may read: the release tables are
-    loaded only then."""
+    that no release of the engine (of either engine, where the log shows none) defines or, in a
+    fix a hand signature did not write for its releases, an engine variable that only later
+    releases may read: the release tables are loaded only then."""
     patch = finding.patch
-    if engine is None or patch is None or not (patch.args_add or patch.env_set):
+    if patch is None or not (patch.args_add or patch.env_set):
         return False
     flags = [w.split("=", 1)[0] for w in patch.args_add if w.startswith("--")]
+    if engine is None:  # a flag neither engine's releases define: a program's own option
+        return any(
+            not any(defined_by_some_release(e, flag) for e in ("sglang", "vllm")) for flag in flags
+        )
     own_variables = tuple(profile(engine).env_prefixes)  # only those are in its tables
     return (
         engine_version is not None

@@ -28,8 +28,10 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     spells them, values included; with no release shown, without the flags no release of
     ``engine`` has (another engine's)."""
     patch = finding.patch
-    if patch is None or not (patch.args_add or patch.env_set) or engine not in mined.ENGINES:
+    if patch is None or not (patch.args_add or patch.env_set):
         return finding
+    if engine not in mined.ENGINES:
+        return _without_flags_of_no_engine(finding)
     if shown is None and patch.env_set and finding.tier != "signature":
         finding = _variables_of_later_releases(finding, engine, list(patch.env_set))
     release = mined.nearest_version(engine, shown) if shown is not None else None
@@ -42,7 +44,11 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     equivalents = _FLAG_AND_VARIABLE.get(engine, {})
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
-        if known in in_log:  # the running engine's own output names it: it has it
+        if known in in_log and (
+            not known.startswith("--")
+            or defined_by_some_release(engine, known)
+            or _newer_than_mined(engine, shown)
+        ):  # the running engine's own output names it: it has it
             words += [flag, *values]
             continue
         if release is not None and len(values) == 1:
@@ -62,7 +68,8 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
         if known.startswith("--") and not defined_by_some_release(engine, known):
             notes.append(
                 f"`{known}` is no flag of any {mined.ENGINE_NAMES[engine]} release (another "
-                "engine's): left out."
+                "engine's, or the program's that starts it, where its message names it): left "
+                "out."
             )
             continue
         if (
@@ -101,6 +108,40 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if upgrade_to is not None and finding.package is None:
         update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
     return finding.model_copy(update=update)
+
+
+def _without_flags_of_no_engine(finding: Finding) -> Finding:
+    """With no engine in the log, the added flags that no mined release of either engine has
+    left out (a program's own option that its message names), and said."""
+    assert finding.patch is not None
+    words: list[str] = []
+    notes: list[str] = []
+    for flag, values in flag_settings(finding.patch.args_add):
+        known = flag.split("=", 1)[0]
+        if known.startswith("--") and not any(
+            defined_by_some_release(engine, known) for engine in mined.ENGINES
+        ):
+            notes.append(
+                f"`{known}` is no flag of any SGLang or vLLM release (the option of the "
+                "program that starts the engine, where its message names it): left out."
+            )
+            continue
+        words += [flag, *values]
+    if not notes:
+        return finding
+    changed = finding.patch.model_copy(update={"args_add": words})
+    return finding.model_copy(
+        update={
+            "patch": changed if changed.model_dump(exclude_defaults=True) else None,
+            "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
+        }
+    )
+
+
+def _newer_than_mined(engine: str, shown: str | None) -> bool:
+    """Whether the release the log shows is newer than every mined one (its flags unknown)."""
+    known = mined.versions(engine)
+    return shown is not None and bool(known) and not at_least(known[-1], shown)
 
 
 def _variables_of_later_releases(finding: Finding, engine: str, variables: list[str]) -> Finding:
