@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from diagnose.core.models import PLACEHOLDER, Finding, PackageAction
+from diagnose.core.models import PLACEHOLDER, Finding, PackageAction, Patch
 from diagnose.core.optionlink import keyword_refusal
 from diagnose.core.versions import at_least
 from diagnose.knowledge import mined
@@ -31,7 +31,7 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     if patch is None or not (patch.args_add or patch.env_set):
         return finding
     if engine not in mined.ENGINES:
-        return _without_flags_of_no_engine(finding)
+        return _without_flags_of_no_engine(finding, patch)
     if shown is None and patch.env_set and finding.tier != "signature":
         finding = _variables_of_later_releases(finding, engine, list(patch.env_set))
     release = mined.nearest_version(engine, shown) if shown is not None else None
@@ -100,23 +100,32 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
                     upgrade_to = added
     if not notes:
         return finding
-    changed = patch.model_copy(update={"args_add": words, "env_set": variables})
-    update: dict[str, object] = {
-        "patch": changed if changed.model_dump(exclude_defaults=True) else None,
-        "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
-    }
+    revised = _revised(
+        finding, patch.model_copy(update={"args_add": words, "env_set": variables}), notes
+    )
     if upgrade_to is not None and finding.package is None:
-        update["package"] = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
-    return finding.model_copy(update=update)
+        upgrade = PackageAction(name=engine, spec=f">={upgrade_to}", action="upgrade")
+        return revised.model_copy(update={"package": upgrade})
+    return revised
 
 
-def _without_flags_of_no_engine(finding: Finding) -> Finding:
+def _revised(finding: Finding, patch: Patch, notes: list[str]) -> Finding:
+    """``finding`` with the checked ``patch`` (none, where nothing is left of it) and the
+    ``notes`` that say what changed before its own."""
+    return finding.model_copy(
+        update={
+            "patch": patch if patch.model_dump(exclude_defaults=True) else None,
+            "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
+        }
+    )
+
+
+def _without_flags_of_no_engine(finding: Finding, patch: Patch) -> Finding:
     """With no engine in the log, the added flags that no mined release of either engine has
     left out (a program's own option that its message names), and said."""
-    assert finding.patch is not None
     words: list[str] = []
     notes: list[str] = []
-    for flag, values in flag_settings(finding.patch.args_add):
+    for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
         if known.startswith("--") and not any(
             defined_by_some_release(engine, known) for engine in mined.ENGINES
@@ -129,13 +138,7 @@ def _without_flags_of_no_engine(finding: Finding) -> Finding:
         words += [flag, *values]
     if not notes:
         return finding
-    changed = finding.patch.model_copy(update={"args_add": words})
-    return finding.model_copy(
-        update={
-            "patch": changed if changed.model_dump(exclude_defaults=True) else None,
-            "patch_note": " ".join([*notes, *([finding.patch_note] if finding.patch_note else [])]),
-        }
-    )
+    return _revised(finding, patch.model_copy(update={"args_add": words}), notes)
 
 
 def _newer_than_mined(engine: str, shown: str | None) -> bool:
