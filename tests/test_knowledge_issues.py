@@ -21,6 +21,7 @@ from diagnose.knowledge.issue_base import (
     load_records,
 )
 from diagnose.knowledge.issue_lint import coverage, lint
+from diagnose.knowledge.known_issues import Fix
 from diagnose.knowledge.location import ANCHORS_NAME, records_dir
 from diagnose.library import engine_for, load_library
 from diagnose.render import render
@@ -398,3 +399,26 @@ def test_a_long_list_in_a_trailing_hole_is_values_not_a_class_of_message() -> No
     )
     cause = primary(run_text(log))
     assert cause is not None and cause.signature == "vllm-pipeline-parallel-unsupported-model"
+
+
+@pytest.mark.parametrize(
+    ("heads", "asked", "offered"), [("9", "2", "1"), ("40", "6", "4"), ("28", "8", "4")]
+)
+def test_a_records_derived_setting_is_computed_from_the_messages_numbers(
+    heads: str, asked: str, offered: str
+) -> None:
+    """The head-count record's size divides the heads and is never above the size asked for
+    (the GPUs the host may have); a fixed size in the record would not divide every model."""
+    log = (
+        f"ValueError: Total number of attention heads ({heads}) must be divisible by tensor "
+        f"parallel size ({asked}).\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.signature == "vllm-attention-heads-not-divisible-by-tp"
+    assert cause.patch is not None
+    assert cause.patch.args_add == ["--tensor-parallel-size", offered]
+
+
+def test_a_derive_expression_that_does_not_parse_is_refused() -> None:
+    with pytest.raises(ValueError, match="nearest_divisor"):
+        Fix(args_add=("--tensor-parallel-size {fit}",), derive={"fit": "nearest_divisor(heads"})

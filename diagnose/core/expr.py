@@ -51,15 +51,18 @@ _BINARY: dict[type, Callable[[float, float], float]] = {
 
 
 def nearest_divisor(number: float, near: float) -> float:
-    """The power of two that divides ``number`` nearest to ``near`` (ties go up): the
-    parallel size to suggest when ``near`` does not divide a model's head or expert count.
+    """The largest power of two that divides ``number`` and is not above ``near`` (1 when none
+    is): the parallel size to suggest when ``near`` does not divide a model's head or expert
+    count. Never above the size asked for, which may be every GPU the host has.
 
     >>> nearest_divisor(16, 6), nearest_divisor(12, 8), nearest_divisor(40, 6)
-    (8.0, 4.0, 8.0)
+    (4.0, 4.0, 4.0)
+    >>> nearest_divisor(9, 2)
+    1.0
     """
     whole = int(number)
-    candidates = [2**k for k in range(whole.bit_length()) if whole % 2**k == 0] or [1]
-    return float(min(candidates, key=lambda c: (abs(c - near), -c)))
+    candidates = [2**k for k in range(whole.bit_length()) if whole % 2**k == 0 and 2**k <= near]
+    return float(max(candidates, default=1))
 
 
 def blocks_short(shard: float, block: float) -> float:

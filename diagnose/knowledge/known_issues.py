@@ -18,6 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from diagnose.core.expr import Arithmetic
 from diagnose.core.models import empty_dict, known_category
 
 COMPONENTS = (
@@ -128,6 +129,16 @@ class Fix(_Schema):
     package: PackageChange | None = None
     system: tuple[str, ...] = ()  # host actions: "systemctl enable --now nvidia-fabricmanager"
     note: str | None = None
+    derive: dict[str, str] = Field(default_factory=empty_dict)
+    """Values computed from the message's holes, as a signature's ``derive:`` (``fit:
+    "nearest_divisor(heads, tp)"``), for the settings above to name as ``{fit}``."""
+
+    @field_validator("derive")
+    @classmethod
+    def _derive_parses(cls, value: dict[str, str]) -> dict[str, str]:
+        for expression in value.values():
+            Arithmetic(expression)  # raises ExpressionError, a ValueError, naming it
+        return value
 
     @model_validator(mode="after")
     def _not_prose_only(self) -> Fix:

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 
 from diagnose.core.explain import Candidate, IncidentView
+from diagnose.core.expr import Arithmetic, format_number
 from diagnose.core.models import (
     PLACEHOLDER,
     Confidence,
@@ -87,8 +88,9 @@ def _finding(
     others: list[KnownIssueMatch],
 ) -> Finding:
     record = match.record
-    patch, unresolved = _patch(record, match.values)
-    package = _package(record, match.values)
+    values = _with_derived(record, match.values)
+    patch, unresolved = _patch(record, values)
+    package = _package(record, values)
     stay = None
     if match.version_fit == "affected" and record.versions and record.versions.fixed_in:
         # the log shows a release the issue affects: the release that fixed it is the fix,
@@ -143,7 +145,7 @@ def _finding(
         ),
         tier="known_issue",
         package=package,
-        system_actions=[_fill(s, match.values) for s in record.fix.system],
+        system_actions=[_fill(s, values) for s in record.fix.system],
     )
 
 
@@ -164,6 +166,19 @@ def _version_sentences(
             "weaker, and the cause may be another."
         )
     return said
+
+
+def _with_derived(record: KnownIssue, values: Mapping[str, str]) -> Mapping[str, str]:
+    """The message's values with the record's derived ones (``fix.derive``) added; one whose
+    holes the log did not fill stays out, so the setting naming it is left unapplied."""
+    if not record.fix.derive:
+        return values
+    derived = dict(values)
+    for name, expression in record.fix.derive.items():
+        value = Arithmetic(expression).value(values)
+        if value is not None:
+            derived[name] = format_number(value)
+    return derived
 
 
 def _fill(text: str, values: Mapping[str, str]) -> str:
