@@ -123,6 +123,44 @@ def test_an_architecture_the_installed_release_has_is_left_to_the_other_tiers() 
     assert cause.package is None or cause.package.spec != ">=0.34.0"
 
 
+def test_the_transformers_fallbacks_refusal_of_an_architecture_asks_for_the_release_with_it() -> (
+    None
+):
+    """vLLM 0.8 to 0.9 say an architecture they lack through the Transformers fallback; the
+    registries name the first release that has it."""
+    first = mined.first_release_with(
+        "vllm", lambda v: "MiniMaxM1ForCausalLM" in mined.registries("vllm")[v].architectures
+    )
+    log = (
+        "ValueError: Cannot find model module. 'MiniMaxM1ForCausalLM' is not a registered model "
+        "in the Transformers library (only relevant if the model is meant to be in Transformers) "
+        "and 'AutoModel' is not present in the model config's 'auto_map' (relevant if the model "
+        "is custom).\n"
+    )
+    cause = _cause(log, ("vllm", "0.9.1"))
+    assert cause.category == "model_unsupported"
+    assert _upgrade(cause, "vllm") == f">={first}"
+
+
+def test_a_text_variants_class_no_release_registers_is_overridden_to_the_familys_class() -> None:
+    """`Gemma4TextForCausalLM` is no registered class, `Gemma4ForCausalLM` is: the config's
+    architecture is overridden to it, instead of "no flag adds an architecture"."""
+    registries = mined.registries("vllm")
+    assert not any("Gemma4TextForCausalLM" in r.architectures for r in registries.values())
+    log = "Model architectures ['Gemma4TextForCausalLM'] are not supported for now.\n"
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    assert cause.patch is not None
+    assert cause.patch.args_add == ["--hf-overrides", '{"architectures": ["Gemma4ForCausalLM"]}']
+    assert "Gemma4ForCausalLM" in cause.title
+
+
+def test_a_class_with_no_registered_family_keeps_the_upgrade_reading() -> None:
+    log = "Model architectures ['Zorblax7TextForCausalLM'] are not supported for now.\n"
+    cause = _cause(log, ("vllm", "0.34.0"))
+    assert cause.patch is None or "--hf-overrides" not in cause.patch.args_add
+
+
 def test_a_flag_added_after_the_installed_release_asks_for_an_upgrade() -> None:
     cause = _cause("launch_server.py: error: unrecognized arguments: --max-loaded-loras 1\n")
     assert cause.category == "launch_args"

@@ -1004,8 +1004,18 @@ class Engine:
             if derived is None or derived.tier != "engine_source":
                 continue
             update: dict[str, object] = {"package": derived.package}
-            if not no_setting_helps:  # its setting too, with what it says of it
+            tables_name_a_setting = derived.signature.endswith(_RELEASE_TABLES_SUFFIX) and (
+                derived.patch is not None and not derived.patch.is_empty()
+            )
+            if not no_setting_helps or tables_name_a_setting:  # its setting, with its words
                 update |= {"patch": derived.patch, "patch_note": derived.patch_note}
+            if no_setting_helps and tables_name_a_setting:  # the release tables know better
+                update |= {
+                    "title": derived.title,
+                    "explanation": derived.explanation,
+                    "confidence": derived.confidence,
+                }
+                return finding.model_copy(update=update)
             if update["package"] is not None or update.get("patch") is not None:
                 update["explanation"] = f"{finding.explanation} {derived.explanation}"
                 return finding.model_copy(update=update)
@@ -1663,6 +1673,10 @@ def _same_message(one: str, other: str) -> bool:
     shared = next((n for n, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), 0)
     shorter, longer = sorted((one[shared:].strip(), other[shared:].strip()), key=len)
     return len(shorter) >= _SAME_MESSAGE_CHARS and shorter in longer  # past a shared prefix
+
+
+_RELEASE_TABLES_SUFFIX = "-release-tables"
+"""The signature name of findings the engines' mined release tables settle."""
 
 
 def _replaces(explained: Finding, broad: Finding) -> bool:

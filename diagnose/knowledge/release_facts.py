@@ -33,7 +33,14 @@ _PARSER_FLAGS = {
 }
 _ARCHITECTURES = re.compile(
     r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
+    r"|Cannot find model module\. (?P<one_arch>'\w+') is not a registered model in the "
+    r"Transformers library"
 )
+"""vLLM's refusals of a declared architecture: its registry's, and (0.8 to 0.9) the
+Transformers fallback's that finds no native implementation either."""
+_FAMILY_SUFFIX = re.compile(r"Text(?=For[A-Z]\w*$)")
+"""The part of a text-only variant's class name (``Gemma4TextForCausalLM``) that the engine's
+own class of the family (``Gemma4ForCausalLM``) lacks."""
 _SUPPORTED = re.compile(r"Supported architectures: (?P<names>.*)")
 _ON_PLATFORM = re.compile(r"not supported on (?P<platform>[A-Z][\w-]*)")
 """A platform backend's own list (``... are not supported on Neuron for now``): the mined
@@ -172,7 +179,8 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     registries = mined.registries(engine)
     if parsed is None or not registries:
         return None
-    archs = [a.strip().strip("'\"") for a in parsed.group("archs").split(",") if a.strip()]
+    declared = parsed.group("archs") or parsed.group("one_arch")
+    archs = [a.strip().strip("'\"") for a in declared.split(",") if a.strip()]
     if not archs:
         return None
     listed = ", ".join(f"`{a}`" for a in archs)
@@ -194,7 +202,9 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
             return None
         if best is not None and installed is None:
             installed = best[1]
-    if newer is None or (installed is not None and at_least(installed, newer)):
+    if newer is None:
+        return _family_class_finding(candidate, engine, archs, shown) if engine == "vllm" else None
+    if installed is not None and at_least(installed, newer):
         return None
     name = mined.ENGINE_NAMES[engine]
     title = f"The model's architecture {listed} needs {name} {newer} or newer"
@@ -210,6 +220,51 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     ]
     package = PackageAction(name=engine, spec=f">={newer}", action="upgrade")
     return _finding(candidate, engine, title, sentences, None, package, "model_unsupported")
+
+
+def _family_class_finding(
+    candidate: Candidate, engine: str, archs: list[str], shown: str | None
+) -> Finding | None:
+    """A text-only variant's class name (``Gemma4TextForCausalLM``) that no release registers,
+    where every release from one on registers the family's own class (``Gemma4ForCausalLM``),
+    which loads the same weights: the config's architecture is overridden to that class."""
+    if len(archs) != 1 or not _FAMILY_SUFFIX.search(archs[0]):
+        return None
+    family = _FAMILY_SUFFIX.sub("", archs[0])
+    registries = mined.registries(engine)
+
+    def registers(version: str) -> bool:
+        registry = registries.get(version)
+        return registry is not None and family in registry.architectures
+
+    since = mined.first_release_with(engine, registers)
+    if since is None:
+        return None
+    name = mined.ENGINE_NAMES[engine]
+    override = '{"architectures": ["' + family + '"]}'
+    sentences = [
+        f"The model's config declares `{archs[0]}`, a text-only variant's class name that no "
+        f"{name} release registers, while every release from {since} on registers `{family}`, "
+        "the family's own class, which loads the text model's weights (read from the "
+        "releases' model registries).",
+        f"Override the architecture the config declares: `--hf-overrides '{override}'`"
+        + (f" (on {name} {since} or newer; {shown} may predate it)." if shown else "")
+        + (f" on {name} {since} or newer." if not shown else ""),
+    ]
+    package = (
+        PackageAction(name=engine, spec=f">={since}", action="upgrade")
+        if shown is not None and not at_least(shown, mined.versions(engine)[0])
+        else None
+    )
+    return _finding(
+        candidate,
+        engine,
+        f"`{archs[0]}` is registered under the family's class `{family}`",
+        sentences,
+        Patch(args_add=["--hf-overrides", override]),
+        package,
+        "model_unsupported",
+    )
 
 
 def _platform_finding(candidate: Candidate, engine: str, listed: str, platform: str) -> Finding:
