@@ -1345,7 +1345,7 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
     name = next((p.display_name for p in profiles() if p.name == engine), "the engine")
     if link.is_variable:
         setting = f"{link.flag}={link.value}"
-        what, without = f"the environment variable `{setting}`", f"`{link.flag}` unset"
+        what, without = f"the environment variable `{setting}`", f"with `{link.flag}` unset"
         patch = Patch(env_unset=[link.flag])
     else:
         setting = f"{link.flag} {link.value}" if link.value else link.flag
@@ -1363,7 +1363,7 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
         )
     said = (
         f"{lead}, a path {name} does not handle in this release (a bug or a combination it "
-        f"does not support yet). Start once with {without} (the default path): if the server "
+        f"does not support yet). Start once {without} (the default path): if the server "
         f"then starts, that is the cause; a newer {name} release may have fixed the path."
     )
     return unknown.model_copy(
@@ -1373,7 +1373,7 @@ def _option_path(unknown: Finding, link: OptionLink, first: str, engine: str | N
             "title": f"The failure is in the code path `{setting}` turns on",
             "explanation": f"{said} The first error: {first}",
             "patch": patch,
-            "patch_note": f"With {without} the engine takes its default path.",
+            "patch_note": f"{without[0].upper()}{without[1:]}, the engine takes its default path.",
             "package": (PackageAction(name=engine, spec="", action="upgrade") if engine else None),
             "alternatives": [
                 f"Keep `{setting}` and upgrade {name}: the release notes or issues of "
