@@ -14,6 +14,7 @@ from diagnose.core.models import (
 from diagnose.knowledge import mined
 from diagnose.knowledge.deferred import ReleaseFixChecks
 from diagnose.knowledge.release_flags import checked_flags, newer_flags
+from tests.conftest import primary, run_text
 
 
 def _adding(*words: str) -> Finding:
@@ -264,3 +265,20 @@ def test_with_no_release_shown_a_variable_only_later_releases_read_says_so() -> 
     assert ReleaseFixChecks()(old, "vllm", None).patch_note is None
     by_hand = finding.model_copy(update={"tier": "signature"})  # written for its releases
     assert ReleaseFixChecks()(by_hand, "vllm", None).patch_note is None
+
+
+def test_one_key_of_a_json_option_is_kept_where_the_release_has_the_option() -> None:
+    """`--speculative-config.num_speculative_tokens` is no flag in the tables; it sets one key
+    of `--speculative-config`, which the release has: the fix keeps it."""
+    log = (
+        "vllm serve zai-org/GLM-4.5-Air --speculative-config.method mtp "
+        "--speculative-config.num-speculative-tokens 2\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
+        "num-speculative-tokens\n"
+        "  Unexpected keyword argument [type=unexpected_keyword_argument, input_value=2, "
+        "input_type=int]\n"
+    )
+    cause = primary(run_text(log))
+    assert cause is not None and cause.patch is not None
+    assert cause.patch.args_add == ["--speculative-config.num_speculative_tokens", "2"]
+    assert cause.patch.args_remove == ["--speculative-config.num-speculative-tokens"]

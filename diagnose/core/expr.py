@@ -128,9 +128,16 @@ def version_change(installed: Any, wanted: Any) -> str | None:
     return None if order is None else {-1: "upgrade", 1: "downgrade"}.get(order)
 
 
-_TEXT_FUNCTIONS: dict[str, Callable[[Any, Any], str | None]] = {
+def underscores(key: Any) -> str:
+    """A dashed key as a config class spells it (``num-speculative-tokens`` ->
+    ``num_speculative_tokens``)."""
+    return str(key).replace("-", "_")
+
+
+_TEXT_FUNCTIONS: dict[str, Callable[..., str | None]] = {
     "nearest_choice": _nearest_printed_choice,
     "version_change": version_change,
+    "underscores": underscores,
 }
 
 
@@ -265,14 +272,14 @@ class Arithmetic:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self._text: tuple[Callable[[Any, Any], str | None], list[str]] | None = None
+        self._text: tuple[Callable[..., str | None], list[str]] | None = None
         try:
             tree = ast.parse(source, mode="eval")
             body = tree.body
             if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
                 function = _TEXT_FUNCTIONS.get(body.func.id)
                 if function is not None:
-                    self._text = (function, self._text_names(body))
+                    self._text = (function, self._text_names(body, body.func.id))
             if self._text is None:
                 self._check(body)
         except SyntaxError as error:
@@ -281,10 +288,11 @@ class Arithmetic:
             raise ExpressionError(f"expression {source[:40]!r}...: nested too deeply") from None
         self._tree = tree.body
 
-    def _text_names(self, call: ast.Call) -> list[str]:
+    def _text_names(self, call: ast.Call, function: str) -> list[str]:
         names = [a.id for a in call.args if isinstance(a, ast.Name)]
-        if len(names) != 2 or len(call.args) != 2 or call.keywords:
-            raise ExpressionError(f"expression {self.source!r}: takes two captured names")
+        wanted = 1 if function == "underscores" else 2
+        if len(names) != wanted or len(call.args) != wanted or call.keywords:
+            raise ExpressionError(f"expression {self.source!r}: takes {wanted} captured names")
         return names
 
     def _check(self, node: ast.AST) -> None:

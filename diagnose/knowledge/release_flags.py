@@ -44,6 +44,10 @@ def checked_flags(finding: Finding, engine: str | None, shown: str | None) -> Fi
     equivalents = _FLAG_AND_VARIABLE.get(engine, {})
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
+        option = _json_option_of(known)
+        if option is not None and _has_option(engine, option, table):
+            words += [flag, *values]  # one key of a JSON option the release has
+            continue
         if known in in_log and (
             not known.startswith("--")
             or defined_by_some_release(engine, known)
@@ -127,8 +131,9 @@ def _without_flags_of_no_engine(finding: Finding, patch: Patch) -> Finding:
     notes: list[str] = []
     for flag, values in flag_settings(patch.args_add):
         known = flag.split("=", 1)[0]
+        named = _json_option_of(known) or known
         if known.startswith("--") and not any(
-            defined_by_some_release(engine, known) for engine in mined.ENGINES
+            defined_by_some_release(engine, named) for engine in mined.ENGINES
         ):
             notes.append(
                 f"`{known}` is no flag of any SGLang or vLLM release (the option of the "
@@ -139,6 +144,20 @@ def _without_flags_of_no_engine(finding: Finding, patch: Patch) -> Finding:
     if not notes:
         return finding
     return _revised(finding, patch.model_copy(update={"args_add": words}), notes)
+
+
+def _json_option_of(flag: str) -> str | None:
+    """The option of a ``--option.key`` setting (vLLM sets one key of a JSON option so:
+    ``--speculative-config.method mtp``), None for a plain flag."""
+    option, dot, key = flag.partition(".")
+    return option if dot and key and option.startswith("--") else None
+
+
+def _has_option(engine: str, option: str, table: mined.FlagTable | None) -> bool:
+    """Whether the release of ``table`` (any release, with none) has the JSON option."""
+    if table is None:
+        return defined_by_some_release(engine, option)
+    return table.lookup(option).outcome == "exact"
 
 
 def _newer_than_mined(engine: str, shown: str | None) -> bool:
