@@ -139,6 +139,8 @@ _TEXT_FUNCTIONS: dict[str, Callable[..., str | None]] = {
     "version_change": version_change,
     "underscores": underscores,
 }
+_TEXT_ARITY = {"underscores": 1}
+"""The text functions that take other than two captured names."""
 
 
 class ExpressionError(ValueError):
@@ -290,7 +292,7 @@ class Arithmetic:
 
     def _text_names(self, call: ast.Call, function: str) -> list[str]:
         names = [a.id for a in call.args if isinstance(a, ast.Name)]
-        wanted = 1 if function == "underscores" else 2
+        wanted = _TEXT_ARITY.get(function, 2)
         if len(names) != wanted or len(call.args) != wanted or call.keywords:
             raise ExpressionError(f"expression {self.source!r}: takes {wanted} captured names")
         return names

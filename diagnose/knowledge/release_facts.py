@@ -242,20 +242,16 @@ def _family_class_finding(
         return None
     name = mined.ENGINE_NAMES[engine]
     override = '{"architectures": ["' + family + '"]}'
+    older = shown is not None and not at_least(shown, since)
     sentences = [
         f"The model's config declares `{archs[0]}`, a text-only variant's class name that no "
         f"{name} release registers, while every release from {since} on registers `{family}`, "
         "the family's own class, which loads the text model's weights (read from the "
         "releases' model registries).",
         f"Override the architecture the config declares: `--hf-overrides '{override}'`"
-        + (f" (on {name} {since} or newer; {shown} may predate it)." if shown else "")
-        + (f" on {name} {since} or newer." if not shown else ""),
+        + (f", on {name} {since} or newer ({shown} is older)." if older else "."),
     ]
-    package = (
-        PackageAction(name=engine, spec=f">={since}", action="upgrade")
-        if shown is not None and not at_least(shown, mined.versions(engine)[0])
-        else None
-    )
+    package = PackageAction(name=engine, spec=f">={since}", action="upgrade") if older else None
     return _finding(
         candidate,
         engine,
