@@ -34,7 +34,11 @@ def test_the_fix_adds_only_flags_of_the_release_in_the_log(path: Path) -> None:
     cause = diagnosis.finding(diagnosis.primary)
     if cause is None or cause.patch is None:
         return
-    flags = [word.split("=", 1)[0] for word in cause.patch.args_add if word.startswith("--")]
+    flags = [  # a key of a JSON option (`--speculative-config.method`) is its option's
+        word.split("=", 1)[0].split(".", 1)[0]
+        for word in cause.patch.args_add
+        if word.startswith("--")
+    ]
     if version:  # the release the thread names: each flag as that release has it
         release = mined.nearest_version(engine, str(version))
         assert release is not None
