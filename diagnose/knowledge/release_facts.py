@@ -188,11 +188,7 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     if platform is not None:
         return _platform_finding(candidate, engine, listed, platform.group("platform"))
 
-    def registers(version: str) -> bool:
-        registry = registries.get(version)
-        return registry is not None and any(a in registry.architectures for a in archs)
-
-    newer = mined.first_release_with(engine, registers)
+    newer = _first_release_registering(engine, archs)
     installed = shown  # compared as it is: it may be older than any mined release
     listed_names = _SUPPORTED.search(candidate.text[parsed.end() :])
     if listed_names is not None:  # the release that printed this list, of either engine
@@ -222,6 +218,17 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
     return _finding(candidate, engine, title, sentences, None, package, "model_unsupported")
 
 
+def _first_release_registering(engine: str, archs: Sequence[str]) -> str | None:
+    """The oldest mined release from which every release registers one of ``archs``."""
+    registries = mined.registries(engine)
+
+    def registers(version: str) -> bool:
+        registry = registries.get(version)
+        return registry is not None and any(a in registry.architectures for a in archs)
+
+    return mined.first_release_with(engine, registers)
+
+
 def _family_class_finding(
     candidate: Candidate, engine: str, archs: list[str], shown: str | None
 ) -> Finding | None:
@@ -231,13 +238,7 @@ def _family_class_finding(
     if len(archs) != 1 or not _FAMILY_SUFFIX.search(archs[0]):
         return None
     family = _FAMILY_SUFFIX.sub("", archs[0])
-    registries = mined.registries(engine)
-
-    def registers(version: str) -> bool:
-        registry = registries.get(version)
-        return registry is not None and family in registry.architectures
-
-    since = mined.first_release_with(engine, registers)
+    since = _first_release_registering(engine, [family])
     if since is None:
         return None
     name = mined.ENGINE_NAMES[engine]
