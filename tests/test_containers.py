@@ -7,6 +7,7 @@ docker`` run against fake binaries on PATH that print them."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -655,19 +656,28 @@ def test_docker_records_give_compose_overrides_that_validate() -> None:
     assert gpus is not None and gpus.docker_run == ["--gpus=4"]
 
 
-def test_every_fix_of_the_container_cases_validates_in_both_forms() -> None:
-    """Each benchmark case's findings, read as Kubernetes and as Docker: every patch is a
-    valid pod spec change and every override a valid Compose file."""
+@functools.cache
+def container_cases() -> list[tuple[str, str, Diagnosis]]:
+    """The benchmark's real container incidents (their threads say Docker or Kubernetes): the
+    case's name, its deployment and the diagnosis of its log."""
     from diagnose.commands.file import diagnose_logs
     from diagnose.inputs.files import LogInput
 
-    checked = 0
+    cases = []
     for path in sorted(CASES.glob("*.yaml")):
         case = yaml.safe_load(path.read_text())
-        if not case.get("deployment"):
-            continue
-        log = LogInput.from_text(case["log"], name=path.stem)
-        diagnosis = diagnose_logs([log], [], None, lambda _: None)
+        if case.get("deployment") in ("docker", "kubernetes"):
+            log = LogInput.from_text(case["log"], name=path.stem)
+            diagnosis = diagnose_logs([log], [], None, lambda _: None)
+            cases.append((path.stem, case["deployment"], diagnosis))
+    return cases
+
+
+def test_every_fix_of_the_container_cases_validates_in_both_forms() -> None:
+    """Each container case's findings, read as Kubernetes and as Docker: every patch is a
+    valid pod spec change and every override a valid Compose file."""
+    checked = 0
+    for _, _, diagnosis in container_cases():
         for kind in ("kubernetes", "docker"):  # no container nor service named: placeholders
             done = contextualize(diagnosis, Deployment(kind=kind))  # type: ignore[arg-type]
             for finding in done.findings:
@@ -679,6 +689,28 @@ def test_every_fix_of_the_container_cases_validates_in_both_forms() -> None:
                     assert_valid_compose(patch.compose)
                     checked += 1
     assert checked >= 16
+
+
+def test_the_real_container_incidents_get_their_own_form_of_fix() -> None:
+    """Each container case run in its own deployment: every finding with a fix carries that
+    deployment's form (a pod patch; a Compose override or docker run options) or says why it
+    has none there, never a bare drop-in."""
+
+    def in_its_form(patch: Patch, kind: str) -> bool:
+        if patch.context_note:
+            return True
+        if kind == "kubernetes":
+            return patch.kubernetes is not None
+        return patch.compose is not None or bool(patch.docker_run)
+
+    fixed = {"docker": 0, "kubernetes": 0}
+    for stem, kind, diagnosis in container_cases():
+        done = contextualize(diagnosis, Deployment(kind=kind))  # type: ignore[arg-type]
+        assert done.deployment.kind == kind
+        patches = [f.patch for f in done.findings if f.patch is not None]
+        assert all(in_its_form(patch, kind) for patch in patches), stem
+        fixed[kind] += bool(patches)
+    assert fixed["docker"] >= 40 and fixed["kubernetes"] >= 20, fixed
 
 
 # -- the commands, against fake kubectl and docker -----------------------------------------
