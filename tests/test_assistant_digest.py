@@ -50,6 +50,15 @@ def test_the_digest_carries_the_release_facts_the_log_does_not(tmp_path: Path) -
     assert str(tmp_path) not in digest.text  # the file's name, not its folders
 
 
+def test_without_a_version_the_tables_release_is_said_to_be_no_fix(tmp_path: Path) -> None:
+    """The newest mined release stands in for tables only: a model must not read it as the
+    release to upgrade to."""
+    digest = digest_of(SGLANG_BAD_FLAG.replace("SGLang version: 0.5.9", "start"), tmp_path)
+    assert "version: not shown in the log" in digest.text
+    assert "this one is no evidence of a fix" in digest.text
+    assert "no evidence of a fix" not in digest_of(SGLANG_BAD_FLAG, tmp_path).text
+
+
 def test_the_digest_leaves_out_the_tools_reading_of_the_words(tmp_path: Path) -> None:
     """A message-words lead only restates the words the model reads itself (and would lead
     it): the digest lists the candidates that carry knowledge, here none."""
