@@ -110,7 +110,7 @@ def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
             "positional arguments but 4 were given",
             "vllm",
             "0.11.0rc2.dev31",
-            ">0.11.0rc2.dev31",
+            ">=0.11.0",  # a nightly: the release it became
         ),
         (
             "AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'",
@@ -123,6 +123,20 @@ def test_the_shipped_index_holds_what_the_mined_templates_give() -> None:
             "vllm",
             "0.1.4",
             ">0.1.4",
+        ),
+        (  # relayed by the server as an HTTP error's body, status first
+            "400 Gemma4ToolParser.__init__() takes 2 positional arguments but 3 were given",
+            "vllm",
+            "0.18.2rc1.dev71",
+            ">=0.19.1",
+        ),
+        (  # relayed to the client in the JSON of an API error
+            "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': "
+            "'Gemma4ToolParser.__init__() takes 2 positional arguments but 3 were given', "
+            "'type': 'BadRequestError', 'param': None, 'code': 400}",
+            "vllm",
+            "0.18.1",
+            ">0.18.1",
         ),
         (
             "AttributeError: module 'sglang.srt.layers.quantization.deep_gemm_wrapper' has no "

@@ -68,6 +68,11 @@ def test_unreadable_versions_claim_nothing() -> None:
         ("vllm==0.10.1.post1", "vllm_version", "0.10.1.post1"),
         ("vLLM version: 0.6.6.post1+gaudi000", "vllm_version", "0.6.6.post1+gaudi000"),
         ("sglang: 0.5.2rc1", "sglang_version", "0.5.2rc1"),
+        (  # a nightly, with the report's note on where it came from
+            "vLLM version: 0.18.2rc1.dev71 (main branch, post-#38826)",
+            "vllm_version",
+            "0.18.2rc1.dev71",
+        ),
     ],
 )
 def test_the_engine_version_is_read_from_the_log(line: str, key: str, value: str) -> None:

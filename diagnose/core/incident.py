@@ -65,8 +65,9 @@ _ERROR = re.compile(
     r"|^\s*(?:[a-z_]\w*\.){2,}[A-Z]\w+: \S"  # an exception class by its module path
     r"|\bE[A-Z0-9]\d{4}: "  # an Ascend CANN error code (EJ0003: ..., EE9999: ...)
     r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] "  # glog's error and fatal levels
-    # a TypeError's message quoted without its class (by a wrapper, or pasted alone)
-    r"|^\s*(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
+    # a TypeError's message quoted without its class (by a wrapper, pasted alone, or as the
+    # body of an HTTP error response after its status code)
+    r"|^\s*(?:[45]\d\d )?(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
     r"|got multiple values for (?:keyword )?argument '"
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but )"
     r"| (?:==|!=|<=|>=|<|>) \S+ \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure

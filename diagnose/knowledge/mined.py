@@ -196,14 +196,20 @@ def versions(engine: str) -> tuple[str, ...]:
 
 def upgrade_spec(engine: str, shown: str | None) -> str:
     """Where an upgrade of ``engine`` that no release names should go: past the release the
-    log shows (its public part), else to the newest mined release (a bare ``pip install -U``
+    log shows (its public part; for a nightly or a release candidate, the first mined release
+    after it), else to the newest mined release (a bare ``pip install -U``
     may keep what a pin, a lock file or a cached image holds); "" when neither is known."""
+    releases = versions(engine)
     if shown:
         try:
-            return f">{Version(shown).public}"
+            running = Version(shown)
         except InvalidVersion:
             return ""
-    releases = versions(engine)
+        if running.is_prerelease:  # a nightly or a release candidate: the release it became
+            later = next((r for r in releases if Version(r) > running), None)
+            if later is not None:
+                return f">={later}"
+        return f">{running.public}"
     return f">={releases[-1]}" if releases else ""
 
 

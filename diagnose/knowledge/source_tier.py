@@ -327,7 +327,8 @@ def engine_source_findings(
 
 
 _OWN_CODE_MISMATCH = re.compile(
-    r"(?:\bTypeError: |^\s*)(?P<owner>[A-Z]\w*)\.(?P<member>\w+)\(\) (?P<how>"
+    r"(?:\bTypeError: |^\s*(?:[45]\d\d )?|'message': ['\"])"
+    r"(?P<owner>[A-Z]\w*)\.(?P<member>\w+)\(\) (?P<how>"
     r"takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given"
     r"|missing \d+ required (?:positional |keyword-only )?arguments?: [^\n]{1,120}"
     r"|got an unexpected keyword argument '\w+'|got multiple values for argument '\w+')"
@@ -339,7 +340,8 @@ _OWN_CODE_MISMATCH = re.compile(
     r"|\bAttributeError: '(?P<snake_object>[a-z][a-z0-9]*_\w+)' object has no attribute "
     r"'(?P<snake_attribute>\w+)'"
 )
-"""A call that does not fit the callee's signature (also pasted without its exception class),
+"""A call that does not fit the callee's signature (also pasted without its exception class,
+or relayed as an HTTP error's body: after its status code, or as the JSON's ``'message'``),
 or an attribute its object (or the class itself: ``type object 'X' has no attribute``) lacks,
 named by the class (``Builder.get_inputs() takes 3 positional arguments but 4 were given``; also
 quoted by the error that relays it, ``Worker failed with error ''X' object has no ...'``), or
