@@ -67,7 +67,8 @@ _ERROR = re.compile(
     r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] "  # glog's error and fatal levels
     # a TypeError's message quoted without its class (by a wrapper, pasted alone, or as the
     # body of an HTTP error response after its status code)
-    r"|^\s*(?:[45]\d\d )?(?:[\w.]+\.)?\w+\(\) (?:got an unexpected keyword argument '|missing \d+ required "
+    r"|^\s*(?:[45]\d\d )?(?:[\w.]+\.)?\w+\(\) "
+    r"(?:got an unexpected keyword argument '|missing \d+ required "
     r"|got multiple values for (?:keyword )?argument '"
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but )"
     r"| (?:==|!=|<=|>=|<|>) \S+ \(\S+ vs\. \S+\)(?: : |$)"  # a C++ CHECK_EQ-style failure
