@@ -808,6 +808,22 @@ def test_a_message_asking_to_raise_or_lower_a_flag_gives_a_placeholder_on_that_s
     assert whole.patch is None  # the template's rest counts only for a message cut short
 
 
+def test_a_feature_the_message_requires_turns_on_its_boolean_option() -> None:
+    """`Chunked prefill is required for mamba cache mode 'align'`: the feature in words is the
+    option `--enable-chunked-prefill`, and its `--no-` form comes off the command line."""
+    context = ReleaseContext("vllm", "0.20.2", "0.20.2")
+    fix = derive_fix(
+        "1 validation error for VllmConfig Assertion failed, Chunked prefill is required for "
+        "mamba cache mode 'align'.",
+        {},
+        context,
+    )
+    assert fix.patch is not None
+    assert fix.patch.args_add == ["--enable-chunked-prefill"]
+    assert fix.patch.args_remove == ["--no-enable-chunked-prefill"]
+    assert derive_fix("A GPU is required for this model.", {}, context).patch is None
+
+
 def test_a_value_above_an_option_raises_the_option_to_it() -> None:
     """`LoRA rank {rank} is greater than max_lora_rank {max_lora_rank}`: the option goes up to
     the value, or to the smallest of its fixed values that holds it."""

@@ -979,13 +979,16 @@ class Engine:
         )
 
     def _with_derived_fix(self, finding: Finding, unit: str | None, engine: str | None) -> Finding:
-        """A signature's root cause that names no fix takes the one the engine's own tables
-        derive from the same evidence lines (a release that accepts the refused value, its
-        valid spelling, the release that registers the model), with what they say of it; one
+        """A signature's root cause that names no fix (no setting, package or host action)
+        takes the one the engine's own tables derive from the same evidence lines (a release
+        that accepts the refused value, its valid spelling, the release that registers the
+        model), with what they say of it; one
         whose signature says no setting helps takes only their package change. A known
         issue's fix is not taken: a signature without a patch says why none applies."""
-        has_fix = finding.package is not None or (
-            finding.patch is not None and not finding.patch.is_empty()
+        has_fix = (
+            finding.package is not None
+            or bool(finding.system_actions)  # the host action it names is the fix
+            or (finding.patch is not None and not finding.patch.is_empty())
         )
         if finding.role is not Role.ROOT_CAUSE or finding.tier != "signature" or has_fix:
             return finding

@@ -100,6 +100,12 @@ _EXCEEDS_OPTION = re.compile(
 )
 """A value beside the option it exceeds, both as holes (``{rank} is greater than max_lora_rank
 {max_lora_rank}``)."""
+_REQUIRED_FEATURE = re.compile(
+    r"(?:^|[,.:;]\s*|\b(?:failed|error),?\s+)(?P<feature>[A-Za-z][a-z]+(?: [a-z]+){0,3}) "
+    r"(?:is|are|must be) (?:required|needed|enabled)\b"
+)
+"""A feature the message says must be on, in words (``Chunked prefill is required for mamba
+cache mode 'align'``): the boolean option that turns it on, ``enable_<words>``."""
 _REFUSAL = re.compile(
     r"\b(?:not supported|only supported|unsupported|does not support|doesn't support|"
     r"not compatible|incompatible|use a different|use another)\b",
@@ -1824,6 +1830,8 @@ def derive_fix(
         if not args_add:
             args_add += _option_below_need(template, values, table, fix)
         if not args_add:
+            args_add += _required_feature(message, table, fix, args_remove)
+        if not args_add:
             args_remove += _only_with_another(message, table, fix)
         for removal in _REMOVE_FLAG.finditer(message):
             flag = removal.group("flag")
@@ -2188,6 +2196,27 @@ def _option_below_need(
             f"The fix it implies: `{option.flags[0]} {value}`, at least the {need} it needs."
         )
         return [option.flags[0], value]
+    return []
+
+
+def _required_feature(
+    message: str, table: mined.FlagTable, fix: DerivedFix, args_remove: list[str]
+) -> list[str]:
+    """The boolean option that turns on a feature the message says is required, named in
+    words; its ``--no-`` form, which a launch may have given, is removed."""
+    for said in _REQUIRED_FEATURE.finditer(message):
+        words = said.group("feature").lower().split()
+        option = table.setting("enable_" + "_".join(words)) or table.setting("_".join(words))
+        if option is None or option.action != "BooleanOptionalAction":
+            continue
+        flag, negated = option.flags[0], option.flags[1:]
+        fix.sentences.append(
+            f"The message says {said.group('feature').lower()} is required: start with `{flag}`"
+            + (f" (and without `{negated[0]}`)" if negated else "")
+            + ", or without the setting that needs it."
+        )
+        args_remove.extend(negated)
+        return [flag]
     return []
 
 
