@@ -150,9 +150,10 @@ def _with_finding(diagnosis: Diagnosis, finding: Finding) -> Diagnosis:
     """The model's finding beside the deterministic ones. It never outranks a finding of high
     confidence (it is then an advisory, and a note says when they disagree); it takes the
     place of an undecided primary (unknown, or of lower confidence), which stays in the
-    report, at its severity. Where diagnose found no failure, a finding with evidence and
-    more than low confidence is the primary (an error: the exit code says so); else an
-    advisory."""
+    report, at its severity. Where diagnose found no failure, a finding with evidence is the
+    primary (an error: the exit code says so) when it has more than low confidence or the
+    log never shows the server ready (a start that stopped short, which the user asks
+    about); else an advisory."""
     primary = diagnosis.finding(diagnosis.primary)
     decided = (
         primary is not None
@@ -160,7 +161,12 @@ def _with_finding(diagnosis: Diagnosis, finding: Finding) -> Diagnosis:
         and primary.category != "unknown"
     )
     notes = list(diagnosis.notes)
-    if primary is None and finding.evidence and finding.confidence is not Confidence.LOW:
+    started = diagnosis.phase_reached == "ready"  # the log shows the server ready
+    if (
+        primary is None
+        and finding.evidence
+        and (finding.confidence is not Confidence.LOW or not started)
+    ):
         return diagnosis.model_copy(
             update={"findings": [finding, *diagnosis.findings], "primary": finding.id}
         )
