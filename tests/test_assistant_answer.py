@@ -6,6 +6,7 @@ the same path."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -267,3 +268,44 @@ def test_the_causes_first_sentence_is_the_title_and_not_said_twice() -> None:
     finding = check_answer(answer(), DIGEST, SGLANG, "m", "f2").finding
     assert finding is not None
     assert (finding.title, finding.explanation) == ("A flag is misspelt", "The parser stops.")
+
+
+@pytest.mark.parametrize(
+    ("log", "role"),
+    [
+        # the only line of a start that stopped short: the user asks what went wrong
+        ("INFO 01-09 16:23:33 [decorators.py:435] Directly load AOT compilation from path /x\n",
+         "root_cause"),
+        # a server that said it was ready: a low-confidence guess stays beside the report
+        ("INFO 01-09 16:23:33 [decorators.py:435] Directly load AOT compilation from path /x\n"
+         "INFO:     Application startup complete.\n",
+         "advisory"),
+    ],
+)  # fmt: skip
+def test_a_low_confidence_answer_leads_only_where_the_start_stopped_short(
+    tmp_path: Path, log: str, role: str
+) -> None:
+    """Where diagnose found nothing, the model's reading is the answer for a log that never
+    shows the server ready, even at low confidence; on a log of a ready server it stays an
+    advisory."""
+    recorded = {
+        "category": "kernel_build",
+        "cause": "The server stops right after loading a cached AOT compile artifact.",
+        "evidence": ["L1"],
+        "fix": {"env_set": {"VLLM_USE_AOT_COMPILE": "0"}},
+        "checks": [],
+        "confidence": "low",
+    }
+    answer_file = tmp_path / "answer.json"
+    answer_file.write_text(json.dumps(recorded))
+    (tmp_path / "server.log").write_text(log)
+    run = subprocess.run(
+        [sys.executable, "-m", "diagnose", "file", str(tmp_path / "server.log"), "--ask",
+         "--format", "json"],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "DIAGNOSE_ASSISTANT_URL": f"replay:{answer_file}"},
+    )  # fmt: skip
+    report = json.loads(run.stdout)
+    (finding,) = [f for f in report["findings"] if f["tier"] == "assistant"]
+    assert finding["role"] == role
+    assert (report["primary"] == finding["id"]) is (role == "root_cause")
