@@ -1680,8 +1680,13 @@ def _finding(
     return Finding(
         id="f0",
         signature=template.id,
-        # the message lists what a launch option may be here: that option is what to change
-        category="launch_args" if fix.sets_allowed_value else judgement.category or "unknown",
+        # the message lists what a launch option may be here, or names a feature a launch
+        # option turns on: that option is what to change
+        category=(
+            "launch_args"
+            if fix.sets_allowed_value or fix.turns_on_required
+            else judgement.category or "unknown"
+        ),
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
         title=_title(template.exception, hit.message, context, template.source),
@@ -1781,6 +1786,8 @@ class DerivedFix:
     checks: list[str] = field(default_factory=list)
     sets_allowed_value: bool = False
     """The message lists the values a launch option may take here, and the fix sets one."""
+    turns_on_required: bool = False
+    """The message says a feature is required, and the fix turns on its launch option."""
     package: PackageAction | None = None
 
 
@@ -2216,6 +2223,7 @@ def _required_feature(
             + ", or without the setting that needs it."
         )
         args_remove.extend(negated)
+        fix.turns_on_required = True
         return [flag]
     return []
 
