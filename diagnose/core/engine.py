@@ -982,9 +982,9 @@ class Engine:
         """A signature's root cause that names no fix (no setting, package or host action)
         takes the one the engine's own tables derive from the same evidence lines (a release
         that accepts the refused value, its valid spelling, the release that registers the
-        model), with what they say of it; one
-        whose signature says no setting helps takes only their package change. A known
-        issue's fix is not taken: a signature without a patch says why none applies."""
+        model), with what they say of it; one whose signature says no setting helps takes only
+        their package change. A known issue's fix is not taken: a signature without a patch
+        says why none applies."""
         has_fix = (
             finding.package is not None
             or bool(finding.system_actions)  # the host action it names is the fix
