@@ -562,6 +562,31 @@ def test_a_generic_template_matches_only_a_whole_message() -> None:
     assert match_message(index, "while loading the model: Bad value: 7") == []
 
 
+def test_a_fixed_sentence_is_not_read_where_another_programs_sentence_goes_on() -> None:
+    """`An unexpected error occurred` (a tool parser's log line) is not a client's `An
+    unexpected error occurred while talking to vLLM. ...`; the line itself, or with a detail
+    after punctuation, is."""
+    rows = [
+        {
+            "id": "demo-000000000002",
+            "text": "An unexpected error occurred",
+            "exception": None,
+            "level": "error",
+            "kind": "log",
+            "module": "demo.parser",
+            "function": "parse",
+            "startup": False,
+            "versions": ["1.0"],
+        }
+    ]
+    index = SourceIndex(build_index("demo", rows))
+    assert match_message(index, "An unexpected error occurred") != []
+    assert match_message(index, "An unexpected error occurred: boom") != []
+    talking = '"An unexpected error occurred while talking to vLLM. The error was: 400"'
+    assert match_message(index, talking) == []
+    assert match_message(index, "An unexpected error occurred while parsing") == []
+
+
 def test_a_message_cut_short_matches_the_start_of_its_template_only_from_its_beginning() -> None:
     rows = [
         {

@@ -360,7 +360,7 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
             found = _search(pattern.fullmatch, whole)
         else:  # without its exception class first: a leading hole would take it in
             found = _search(pattern.search, whole, spaced)
-        if found is not None:
+        if found is not None and not _sentence_goes_on(template.text, found):
             hits.append(TemplateHit(template, _bound(found), message))
     if not hits or all(2 * h.template.fixed_chars < len(whole) for h in hits):
         # none, or only templates whose holes took most of the message (``{type} is not
@@ -373,6 +373,16 @@ def match_message(index: SourceIndex, message: str) -> list[TemplateHit]:
         )
         hits = [h for h in more if h.template.fixed_chars > strongest] or hits
     return sorted(hits, key=lambda h: (-h.template.fixed_chars, h.template.id))
+
+
+_GOES_ON = re.compile(r" [a-z]")
+
+
+def _sentence_goes_on(text: str, found: regex.Match[str]) -> bool:
+    """A template that ends in fixed words, found where the message's sentence goes on with
+    another word (``An unexpected error occurred`` in ``An unexpected error occurred while
+    talking to vLLM``): another program's sentence that begins alike, not this message."""
+    return text[-1:].isalnum() and _GOES_ON.match(found.string, found.end()) is not None
 
 
 _QUOTES = re.compile("[`'\"\u2018\u2019\u201c\u201d]")
@@ -413,7 +423,7 @@ def _requoted(index: SourceIndex, words: set[str], whole: str, message: str) -> 
         if max((" ".join(run.split()) for run in fixed_runs(text)), key=len) not in bare:
             continue
         found = _search(index.unquoted_pattern(number, template.text).search, bare)
-        if found is not None:
+        if found is not None and not _sentence_goes_on(text, found):
             hits.append(TemplateHit(template, _bound(found), message))
     return hits
 
