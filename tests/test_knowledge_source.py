@@ -846,7 +846,7 @@ def test_a_feature_the_message_requires_turns_on_its_boolean_option() -> None:
     assert fix.patch is not None
     assert fix.patch.args_add == ["--enable-chunked-prefill"]
     assert fix.patch.args_remove == ["--no-enable-chunked-prefill"]
-    assert fix.turns_on_required  # the finding is the launch option's (launch_args)
+    assert fix.names_launch_option  # the finding is the launch option's (launch_args)
     assert derive_fix("A GPU is required for this model.", {}, context).patch is None
 
 

@@ -267,17 +267,14 @@ def _engine_lines(
     how = " (not named by the log: the one whose options the log's flags are)" if guessed else ""
     lines = [f"engine: {engine}{how}", f"version: {version or 'not shown in the log'}"]
     if release:
-        if version:
-            lines.append(
-                f"option and variable tables below are from release {release} "
-                "(the nearest mined release)"
-            )
-        else:
-            lines.append(
-                f"option and variable tables below are from release {release} (the newest "
-                "mined: the log shows none, so the running release is unknown; this one is no "
-                "evidence of a fix, and an upgrade must name the release that fixed the failure)"
-            )
+        why = (
+            "the nearest mined release"
+            if version
+            else "the newest mined: the log shows none, so the running release is unknown; this "
+            "one is no evidence of a fix, and an upgrade must name the release that fixed the "
+            "failure"
+        )
+        lines.append(f"option and variable tables below are from release {release} ({why})")
     return lines
 
 

@@ -1682,11 +1682,7 @@ def _finding(
         signature=template.id,
         # the message lists what a launch option may be here, or names a feature a launch
         # option turns on: that option is what to change
-        category=(
-            "launch_args"
-            if fix.sets_allowed_value or fix.turns_on_required
-            else judgement.category or "unknown"
-        ),
+        category="launch_args" if fix.names_launch_option else judgement.category or "unknown",
         severity=Severity.ERROR,
         role=Role.ROOT_CAUSE,
         title=_title(template.exception, hit.message, context, template.source),
@@ -1784,10 +1780,9 @@ class DerivedFix:
     sentences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
-    sets_allowed_value: bool = False
-    """The message lists the values a launch option may take here, and the fix sets one."""
-    turns_on_required: bool = False
-    """The message says a feature is required, and the fix turns on its launch option."""
+    names_launch_option: bool = False
+    """The message says which launch option to change (it lists the values the option may
+    take here, or names a feature the option turns on), and the fix changes it."""
     package: PackageAction | None = None
 
 
@@ -1837,7 +1832,9 @@ def derive_fix(
         if not args_add:
             args_add += _option_below_need(template, values, table, fix)
         if not args_add:
-            args_add += _required_feature(message, table, fix, args_remove)
+            required = _required_feature(message, table, fix)  # its on form, then its --no- form
+            args_add += required[:1]
+            args_remove += required[1:]
         if not args_add:
             args_remove += _only_with_another(message, table, fix)
         for removal in _REMOVE_FLAG.finditer(message):
@@ -1856,7 +1853,7 @@ def derive_fix(
             fix.sentences.append(
                 f"The check takes only `{want}` here: the fix sets `{flag} {want}`."
             )
-            fix.sets_allowed_value = True
+            fix.names_launch_option = True
             args_add += [flag, want]
             args_remove.append(flag)
         if not args_add:
@@ -2206,11 +2203,9 @@ def _option_below_need(
     return []
 
 
-def _required_feature(
-    message: str, table: mined.FlagTable, fix: DerivedFix, args_remove: list[str]
-) -> list[str]:
-    """The boolean option that turns on a feature the message says is required, named in
-    words; its ``--no-`` form, which a launch may have given, is removed."""
+def _required_feature(message: str, table: mined.FlagTable, fix: DerivedFix) -> tuple[str, ...]:
+    """The flags of the boolean option that turns on a feature the message says is required,
+    named in words: the one to add, then its ``--no-`` form, which a launch may have given."""
     for said in _REQUIRED_FEATURE.finditer(message):
         words = said.group("feature").lower().split()
         option = table.setting("enable_" + "_".join(words)) or table.setting("_".join(words))
@@ -2222,10 +2217,9 @@ def _required_feature(
             + (f" (and without `{negated[0]}`)" if negated else "")
             + ", or without the setting that needs it."
         )
-        args_remove.extend(negated)
-        fix.turns_on_required = True
-        return [flag]
-    return []
+        fix.names_launch_option = True
+        return option.flags
+    return ()
 
 
 def _directed_setting(
@@ -2408,7 +2402,7 @@ def _allowed_value(
                     f"The message allows {', '.join(f'`{a}`' for a in printed)} for `{flag}` "
                     f"here, not `{got}`: the fix sets `{flag} {chosen}`{why}."
                 )
-                fix.sets_allowed_value = True
+                fix.names_launch_option = True
                 return [flag, chosen]
     return []
 
