@@ -88,7 +88,12 @@ _RAY_REPEATED = re.compile(
 its own note on how to turn it off): the count is Ray's, not part of the message."""
 _VLLM_PROC_ONLY = re.compile(
     r"^(?P<procs>(?:\((?P<proc>[^()\s]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) )+)(?P<msg>.*)$"
+    r"|^(?P<procs_level>\((?P<proc_level>[A-Za-z_][\w.-]*)\)) "
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<msg_level>.*)$"
 )
+"""vLLM's process tag before a line whose own prefix was left out (``(EngineCore_DP0 pid=812) ``),
+or kept with its level but without its time (``(StageEngineCoreProc_stage0_replica0) ERROR ``,
+as a paste that trimmed the clock shows it)."""
 _UNIT_JOB = re.compile(
     rf"^(?:Starting|Started|Stopping|Stopped|Failed to start) (?P<unit>{NAME_CHARS}\.service)\b"
 )
@@ -307,9 +312,10 @@ class LineParser:
         if proc_only:
             record.engine = "vllm"
             record.prefixed = True
-            record.text = proc_only.group("msg")
-            record.rank = proc_only.group("proc")
-            record.stream += "|" + proc_only.group("procs").strip()
+            leveled = proc_only.group("procs") is None
+            record.text = proc_only.group("msg_level" if leveled else "msg")
+            record.rank = proc_only.group("proc_level" if leveled else "proc")
+            record.stream += "|" + proc_only.group("procs_level" if leveled else "procs").strip()
             return
         if viewer is not None and viewer.group("level").lower() in ("error", "critical"):
             record.text = f"[{viewer.group('level')}]{text}"  # its level, where no prefix says it
