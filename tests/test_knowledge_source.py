@@ -265,6 +265,13 @@ def test_a_mismatch_of_a_public_or_foreign_class_is_not_the_engines_own(message:
     assert engine_source_findings(_view(message, engine="vllm")) == []
 
 
+def test_pythons_refusal_for_another_packages_module_is_not_an_engine_template() -> None:
+    """vLLM's modules refuse unknown names in the same words as Python does for any module;
+    `module 'os' has no attribute ...` is the standard library's, not vLLM's own check."""
+    message = "module 'os' has no attribute 'sched_getaffinity'"
+    assert engine_source_findings(_view(message, engine="vllm", version="0.9.0")) == []
+
+
 def test_a_check_that_takes_one_value_of_an_option_sets_it_read_in_a_release_that_raises_it() -> (
     None
 ):

@@ -1422,6 +1422,7 @@ def _best_hit(
     ranked = []
     last_raised: dict[str, str] = {}
     raised_by = (_raising_module(candidate) or "").partition(".")[0]
+    asked = _MODULE_ASKED.search(candidate.text)
     for order, source in enumerate([*engines, "libraries"]):
         index = builtin_index(source)
         if index is None:
@@ -1435,6 +1436,8 @@ def _best_hit(
                 continue
             if source == "libraries" and raised_by not in ("", hit.template.module.split(".")[0]):
                 continue  # a library's words, raised by another package's code
+            if asked and asked.group("package") != hit.template.module.split(".")[0]:
+                continue  # Python's own words for another package's module
             newest = hit.template.versions[-1] if hit.template.versions else None
             if newest and not at_least(last_raised.get(source, "0"), newest):
                 last_raised[source] = newest
@@ -1476,6 +1479,12 @@ def _best_hit(
         } - {hit.template.source}
         context = replace(context, also=tuple(sorted(also)))
     return hit, judgement, context, last_raised.get(hit.template.source)
+
+
+_MODULE_ASKED = re.compile(r"\bmodule '(?P<package>\w+)(?:\.\w+)*' has no attribute '")
+"""Python's refusal of a name a module lacks (``module 'os' has no attribute
+'sched_getaffinity'``): a source's template of these words (a module's own ``__getattr__``)
+explains it only for a module of that source's package."""
 
 
 _OWN_CHECKS = frozenset(
