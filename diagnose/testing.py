@@ -6,6 +6,7 @@ checked exactly as the built-in ones are.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from diagnose.core import expr
@@ -60,6 +61,8 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
             )
         if not all(f.explanation.strip() for f in findings):
             problems.append("no explanation applies to what this example captured")
+        if any(_repeats_a_sentence(f.explanation) for f in findings):
+            problems.append("the explanation says a sentence twice (conditions that overlap)")
         if example.captures:
             captured = {k: expr.format_number(v) for k, v in engine.values[signature.id].items()}
             for key, want in example.captures.items():
@@ -75,6 +78,17 @@ def check_example(signature: Signature, example: Example, positive: bool) -> Exa
                 problems.append(f"category: expected {example.category}, got {categories}")
     passed = not problems
     return ExampleResult(signature.id, example.name, positive, passed, problems, example.xfail)
+
+
+def _repeats_a_sentence(explanation: str) -> bool:
+    """Whether a sentence of some length comes twice: two explanation texts whose conditions
+    both held, where one was meant."""
+    sentences = [s for s in _SENTENCE_END.split(explanation) if len(s) > _REPEATED_SENTENCE_CHARS]
+    return len(sentences) != len(set(sentences))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_REPEATED_SENTENCE_CHARS = 60
 
 
 def check_signature(signature: SignatureFile) -> list[ExampleResult]:
