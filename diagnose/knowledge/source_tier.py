@@ -10,6 +10,7 @@ thread settled on, a template only knows where the message is raised.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
@@ -1423,6 +1424,8 @@ def _best_hit(
     last_raised: dict[str, str] = {}
     raised_by = (_raising_module(candidate) or "").partition(".")[0]
     asked = _MODULE_ASKED.search(candidate.text)
+    if asked and asked.group("package") not in sys.stdlib_module_names:
+        asked = None  # another package's module: its own readings (a plugin's pair) decide
     for order, source in enumerate([*engines, "libraries"]):
         index = builtin_index(source)
         if index is None:
@@ -1482,9 +1485,9 @@ def _best_hit(
 
 
 _MODULE_ASKED = re.compile(r"\bmodule '(?P<package>\w+)(?:\.\w+)*' has no attribute '")
-"""Python's refusal of a name a module lacks (``module 'os' has no attribute
+"""Python's refusal of a name a standard-library module lacks (``module 'os' has no attribute
 'sched_getaffinity'``): a source's template of these words (a module's own ``__getattr__``)
-explains it only for a module of that source's package."""
+does not explain it."""
 
 
 _OWN_CHECKS = frozenset(
