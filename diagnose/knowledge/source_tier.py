@@ -1424,8 +1424,8 @@ def _best_hit(
     last_raised: dict[str, str] = {}
     raised_by = (_raising_module(candidate) or "").partition(".")[0]
     asked = _MODULE_ASKED.search(candidate.text)
-    if asked and asked.group("package") not in sys.stdlib_module_names:
-        asked = None  # another package's module: its own readings (a plugin's pair) decide
+    if asked and asked.group("package") in sys.stdlib_module_names:
+        return None  # Python's own words for a standard-library module: no source's template
     for order, source in enumerate([*engines, "libraries"]):
         index = builtin_index(source)
         if index is None:
@@ -1439,8 +1439,6 @@ def _best_hit(
                 continue
             if source == "libraries" and raised_by not in ("", hit.template.module.split(".")[0]):
                 continue  # a library's words, raised by another package's code
-            if asked and asked.group("package") != hit.template.module.split(".")[0]:
-                continue  # Python's own words for another package's module
             newest = hit.template.versions[-1] if hit.template.versions else None
             if newest and not at_least(last_raised.get(source, "0"), newest):
                 last_raised[source] = newest
