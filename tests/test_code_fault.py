@@ -114,6 +114,25 @@ def test_a_slip_in_cuda_graph_capture_offers_the_eager_start_as_its_test() -> No
     assert any("--enforce-eager" in a for a in cause.alternatives)
 
 
+def test_a_slip_in_a_shared_module_called_from_speculative_decoding_is_on_that_path() -> None:
+    """The scheduler's batch raised, but the speculative verify step called it: the path (and
+    the options to start without) is speculative decoding's; the upgrade stays the fix."""
+    frames = [
+        ("sglang/srt/speculative/eagle_info_v2.py", "prepare_for_v2_verify", "set_idx(batch)"),
+        ("sglang/srt/managers/schedule_batch.py", "set_idx", "torch.tensor("),
+    ]
+    error = "TypeError: 'NoneType' object cannot be interpreted as an integer"
+    cause = primary(run_text(_traceback(frames, error)))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.category == "spec_decode_config"
+    assert "`sglang.srt.speculative.eagle_info_v2`, `prepare_for_v2_verify`" in cause.explanation
+    assert any("without the speculative options" in a for a in cause.alternatives)
+    assert cause.package is not None and cause.package.action == "upgrade"
+    plain = primary(run_text(_traceback(frames[1:], error)))
+    assert plain is not None and plain.category == "kernel_build"
+    assert "speculative" not in plain.explanation
+
+
 CUSTOM_ALL_REDUCE = [
     ("sglang/srt/distributed/parallel_state.py", "__init__", "self.ca_comm = CustomAllreduce("),
     (
@@ -335,13 +354,20 @@ def test_a_failed_assert_in_a_ray_jobs_uploaded_program_names_the_program() -> N
 def test_an_assert_in_a_kernel_librarys_own_code_upgrades_that_library() -> None:
     log = (
         f'  File "{SITE}/flashinfer/utils.py", line 758, in get_shuffle_matrix_sf_a_row_indices\n'
-        "    assert K % 4 == 0\n"
-        "           ^^^^^^^^^^\n"
+        "    assert input_tensor.dtype == torch.uint8\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "AssertionError\n"
     )
     cause = primary(run_text(log))
     assert cause is not None and cause.signature == "library-code-fault"
     assert cause.package is not None and cause.package.name == "flashinfer-python"
+    # a shape's divisibility there has its own reading: the same upgrade, and the parallel
+    # size that splits the weight as the way around it
+    aligned = primary(run_text(log.replace("input_tensor.dtype == torch.uint8", "K % 4 == 0")))
+    assert aligned is not None and aligned.signature == "kernel-library-asserts-aligned-shape"
+    assert aligned.package is not None
+    assert (aligned.package.name, aligned.package.action) == ("flashinfer-python", "upgrade")
+    assert "tensor-parallel size" in aligned.explanation
     # the same assert under the engine's frame stays the engine's reading
     engine = _traceback(
         [

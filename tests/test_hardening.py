@@ -437,3 +437,5 @@ def test_template_filters_write_flags_and_distributions() -> None:
     assert fill("{a:flags}", {"a": refused}) == "--speculative-model --tp --delta --x -tp"
     assert fill("{m:distribution}", {"m": "cv2"}) == "opencv-python-headless"
     assert fill("{m:distribution}", {"m": "flashinfer_python"}) == "flashinfer-python"
+    assert fill("{m:distribution}", {"m": "cuda"}) == "cuda-python"
+    assert fill("{m:distribution}", {"m": "pynvml"}) == "nvidia-ml-py"

@@ -526,6 +526,18 @@ def test_an_exception_written_as_its_class_repr_reads_as_python_writes_it() -> N
     assert parse("ValueError: <class 'Foo'>; kept").text == "ValueError: <class 'Foo'>; kept"
 
 
+def test_a_persons_words_glued_before_a_pasted_exception_are_not_its_line() -> None:
+    """A thread in Chinese glues "it reported" to the exception it pasted: the line is the
+    exception, read as one; words in the message itself and other text stay."""
+    record = parse("报错AttributeError: 'Glm46VImageProcessorFast' object has no attribute 'x'")
+    assert record.text == "AttributeError: 'Glm46VImageProcessorFast' object has no attribute 'x'"
+    glued = parse("vllm部署后\uff0c发送图片预估报错ValueError: Attempted to assign 2 = 2 tokens")
+    assert glued.text == "ValueError: Attempted to assign 2 = 2 tokens"
+    kept = "ValueError: 模型路径不存在 /models/x"
+    assert parse(kept).text == kept
+    assert parse("加载模型失败\uff0c请检查路径").text == "加载模型失败\uff0c请检查路径"
+
+
 def test_a_log_viewers_level_tag_and_literal_newline_are_not_the_message() -> None:
     """RunPod's viewer glues `[info]` to each line and shows the newline as `\\n`: the engine's
     own prefix under it is still read; an error tag with no prefix under it stays, as the

@@ -81,6 +81,12 @@ _CLASS_REPR = re.compile(
 """An exception written as its class's repr and its message, ``; ``-joined (RunPod's worker:
 ``Uncaught exception | <class 'TypeError'>; X.plan() got ...; <traceback object at 0x...>;``):
 rewritten as Python writes the exception line, ``TypeError: X.plan() got ...``."""
+_NOTE_BEFORE_ERROR = re.compile(
+    r"^[^\n]{0,80}?[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]"
+    r"(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S)"
+)
+"""A person's words in Chinese, Japanese or Korean glued before the exception they pasted
+(``vllm部署后报错ValueError: ...``, "after deploying, it reported"): the exception is the line."""
 _RAY_REPEATED = re.compile(
     r"\s*\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^)]*\))?\s*$"
 )
@@ -272,6 +278,8 @@ class LineParser:
             record.text = _ACTOR_TAG.sub("", record.text)
         if "<class '" in record.text:
             record.text = _CLASS_REPR.sub(r"\g<name>: ", record.text)
+        if not record.text.isascii() and (note := _NOTE_BEFORE_ERROR.match(record.text)):
+            record.text = record.text[note.end() :]
         viewer = _VIEWER_LEVEL.match(record.text)
         if viewer is not None:  # the line under the tag is what the server wrote
             record.text = record.text[viewer.end() :].removesuffix("\\n")

@@ -146,15 +146,30 @@ def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:
     return None
 
 
+def _speculative(module: str) -> bool:
+    parts = module.split(".")
+    return "speculative" in parts or "spec_decode" in parts
+
+
 def module_category(module: str) -> str:
     """A model's own file: this release's code for the model; a speculative-decoding module:
     that path; anything else: the engine build (a bug a later release fixes)."""
-    parts = module.split(".")
-    if "models" in parts:
+    if "models" in module.split("."):
         return "model_unsupported"
-    if "speculative" in parts or "spec_decode" in parts:
+    if _speculative(module):
         return "spec_decode_config"
     return "kernel_build"
+
+
+def _speculative_caller(candidate: Candidate, engine: str) -> tuple[str, str] | None:
+    """The innermost frame of the engine's speculative-decoding code that called into the
+    module that raised (``sglang.srt.speculative.eagle_info_v2``, ``prepare_for_v2_verify``):
+    the fault is on that path even where a shared module (the scheduler's batch) raised."""
+    for frame in reversed(_frames(candidate)):
+        place = _module(frame)
+        if place is not None and place[0] == engine and _speculative(place[1]):
+            return place[1], place[2]
+    return None
 
 
 _CALLED = re.compile(r"^(?:[\w.\[\]]+\s*=\s*)?(?:return\s+|await\s+)?(?P<name>[A-Za-z_]\w*)\(")
@@ -814,6 +829,15 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             return [optional]
     engine_name = mined.ENGINE_NAMES[engine]
     at = _where(module, function, code)
+    speculative = None if _speculative(module) else _speculative_caller(first, engine)
+    category = "spec_decode_config" if speculative else module_category(module)
+    path = (
+        f" It was called from speculative decoding (`{speculative[0]}`, `{speculative[1]}`): the "
+        "speculative options in use (the algorithm, a draft model, a newer speculative "
+        "scheduler switched on by an environment variable) lead into it."
+        if speculative
+        else ""
+    )
     when = (
         "The server was ready and serving when it died (a run-time failure). "
         if first.phase == SERVING
@@ -826,7 +850,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         f"this {engine_name} release on the path the model or the options in use take. A later "
         "release usually fixes it: upgrade, and search the engine's issues for the message; until "
         f"then, the option or model feature that leads into `{module}` is the one to start "
-        "without. No signature or known issue knows this message, so treat it as a lead."
+        f"without.{path} No signature or known issue knows this message, so treat it as a lead."
     )
     capture = "cuda_graph" in module or "capture" in function
     alternatives = (
@@ -842,14 +866,20 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             "confirm, and keep it until an upgrade fixes the path."
         ]
         if "custom_all_reduce" in module
+        else [
+            "The fault is on the speculative-decoding path: start once without the speculative "
+            "options to confirm, and keep them off until an upgrade fixes the path."
+        ]
+        if speculative
         else []
     )
     return [
         lead(
             first,
             signature=SIGNATURE,
-            category=module_category(module),
-            title=f"A fault in {engine_name}'s own code, in `{module}`",
+            category=category,
+            title=f"A fault in {engine_name}'s own code, in `{module}`"
+            + (" on the speculative-decoding path" if speculative else ""),
             explanation=explanation,
             patch=None,
             patch_note=(
