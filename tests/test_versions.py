@@ -68,6 +68,23 @@ def test_unreadable_versions_claim_nothing() -> None:
         ("vllm==0.10.1.post1", "vllm_version", "0.10.1.post1"),
         ("vLLM version: 0.6.6.post1+gaudi000", "vllm_version", "0.6.6.post1+gaudi000"),
         ("sglang: 0.5.2rc1", "sglang_version", "0.5.2rc1"),
+        (  # pip's resolver names the installed release of a package in a conflict
+            "vllm 0.15.0 requires transformers<5,>=4.56.0, but you have transformers 5.0.1.dev0 "
+            "which is incompatible.",
+            "vllm_version",
+            "0.15.0",
+        ),
+        (
+            "sglang 0.5.2 has requirement torch==2.8.0, but you'll have torch 2.9.0 which is "
+            "incompatible.",
+            "sglang_version",
+            "0.5.2",
+        ),
+        (
+            "verl 0.4.1 requires vllm<=0.8.5, but you have vllm 0.9.2 which is incompatible.",
+            "vllm_version",
+            "0.9.2",
+        ),
         (  # a nightly, with the report's note on where it came from
             "vLLM version: 0.18.2rc1.dev71 (main branch, post-#38826)",
             "vllm_version",
@@ -86,6 +103,8 @@ def test_a_version_in_a_sentence_or_a_command_is_not_the_engines() -> None:
     from diagnose.testing import run_log
 
     engine, _ = run_log([], "I upgraded vllm to 0.9.1 and ran pip install vllm==0.9.2\n")
+    assert "vllm_version" not in engine.facts
+    engine, _ = run_log([], "vllm 0.9.1 is what I run\nbut you have vllm installed\n")
     assert "vllm_version" not in engine.facts
 
 
