@@ -128,6 +128,9 @@ def test_a_slip_in_a_shared_module_called_from_speculative_decoding_is_on_that_p
     assert "`sglang.srt.speculative.eagle_info_v2`, `prepare_for_v2_verify`" in cause.explanation
     assert any("without the speculative options" in a for a in cause.alternatives)
     assert cause.package is not None and cause.package.action == "upgrade"
+    own = primary(run_text(_traceback(frames[:1], error)))
+    assert own is not None and own.category == "spec_decode_config"
+    assert any("without the speculative options" in a for a in own.alternatives)
     plain = primary(run_text(_traceback(frames[1:], error)))
     assert plain is not None and plain.category == "kernel_build"
     assert "speculative" not in plain.explanation

@@ -147,6 +147,8 @@ def _slip(candidate: Candidate, code: str) -> tuple[str, str] | None:
 
 
 def _speculative(module: str) -> bool:
+    """A module of the engine's speculative decoding (``sglang.srt.speculative.*``,
+    ``vllm.v1.spec_decode.*``)."""
     parts = module.split(".")
     return "speculative" in parts or "spec_decode" in parts
 
@@ -870,7 +872,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             "The fault is on the speculative-decoding path: start once without the speculative "
             "options to confirm, and keep them off until an upgrade fixes the path."
         ]
-        if speculative
+        if speculative or _speculative(module)
         else []
     )
     return [
