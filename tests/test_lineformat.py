@@ -536,6 +536,8 @@ def test_a_persons_words_glued_before_a_pasted_exception_are_not_its_line() -> N
     kept = "ValueError: 模型路径不存在 /models/x"
     assert parse(kept).text == kept
     assert parse("加载模型失败\uff0c请检查路径").text == "加载模型失败\uff0c请检查路径"
+    stamped = parse("[2026-05-11 09:12:40 TP0] 加载失败ValueError: x")
+    assert stamped.engine == "sglang"
 
 
 def test_a_log_viewers_level_tag_and_literal_newline_are_not_the_message() -> None:

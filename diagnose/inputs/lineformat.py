@@ -82,11 +82,12 @@ _CLASS_REPR = re.compile(
 ``Uncaught exception | <class 'TypeError'>; X.plan() got ...; <traceback object at 0x...>;``):
 rewritten as Python writes the exception line, ``TypeError: X.plan() got ...``."""
 _NOTE_BEFORE_ERROR = re.compile(
-    r"^[^\n]{0,80}?[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]"
+    r"^(?![\[\d(])[^\n]{0,80}?[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]"
     r"(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S)"
 )
 """A person's words in Chinese, Japanese or Korean glued before the exception they pasted
-(``vllm部署后报错ValueError: ...``, "after deploying, it reported"): the exception is the line."""
+(``vllm部署后报错ValueError: ...``, "after deploying, it reported"): the exception is the line.
+A line that opens with a stamp or a process tag is a program's, left to the prefix parsers."""
 _RAY_REPEATED = re.compile(
     r"\s*\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^)]*\))?\s*$"
 )
