@@ -831,13 +831,13 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             return [optional]
     engine_name = mined.ENGINE_NAMES[engine]
     at = _where(module, function, code)
-    speculative = None if _speculative(module) else _speculative_caller(first, engine)
-    category = "spec_decode_config" if speculative else module_category(module)
+    caller = None if _speculative(module) else _speculative_caller(first, engine)
+    category = "spec_decode_config" if caller else module_category(module)
     path = (
-        f" It was called from speculative decoding (`{speculative[0]}`, `{speculative[1]}`): the "
+        f" It was called from speculative decoding (`{caller[0]}`, `{caller[1]}`): the "
         "speculative options in use (the algorithm, a draft model, a newer speculative "
         "scheduler switched on by an environment variable) lead into it."
-        if speculative
+        if caller
         else ""
     )
     when = (
@@ -872,7 +872,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             "The fault is on the speculative-decoding path: start once without the speculative "
             "options to confirm, and keep them off until an upgrade fixes the path."
         ]
-        if speculative or _speculative(module)
+        if caller or _speculative(module)
         else []
     )
     return [
@@ -881,7 +881,7 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
             signature=SIGNATURE,
             category=category,
             title=f"A fault in {engine_name}'s own code, in `{module}`"
-            + (" on the speculative-decoding path" if speculative else ""),
+            + (" on the speculative-decoding path" if caller else ""),
             explanation=explanation,
             patch=None,
             patch_note=(
