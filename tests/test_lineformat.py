@@ -528,11 +528,14 @@ def test_an_exception_written_as_its_class_repr_reads_as_python_writes_it() -> N
 
 def test_a_persons_words_glued_before_a_pasted_exception_are_not_its_line() -> None:
     """A thread in Chinese glues "it reported" to the exception it pasted: the line is the
-    exception, read as one; words in the message itself and other text stay."""
+    exception, read as one; words in the message itself, other text and words that hold a
+    command or a stamp stay."""
     record = parse("报错AttributeError: 'Glm46VImageProcessorFast' object has no attribute 'x'")
     assert record.text == "AttributeError: 'Glm46VImageProcessorFast' object has no attribute 'x'"
-    glued = parse("vllm部署后\uff0c发送图片预估报错ValueError: Attempted to assign 2 = 2 tokens")
+    glued = parse("部署后\uff0c发送图片预估报错ValueError: Attempted to assign 2 = 2 tokens")
     assert glued.text == "ValueError: Attempted to assign 2 = 2 tokens"
+    named = "使用vllm serve部署失败报错RuntimeError: x"  # the engine's command stays in the line
+    assert parse(named).text == named
     kept = "ValueError: 模型路径不存在 /models/x"
     assert parse(kept).text == kept
     assert parse("加载模型失败\uff0c请检查路径").text == "加载模型失败\uff0c请检查路径"

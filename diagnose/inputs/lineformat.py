@@ -82,12 +82,13 @@ _CLASS_REPR = re.compile(
 ``Uncaught exception | <class 'TypeError'>; X.plan() got ...; <traceback object at 0x...>;``):
 rewritten as Python writes the exception line, ``TypeError: X.plan() got ...``."""
 _NOTE_BEFORE_ERROR = re.compile(
-    r"^(?![\[\d(])[^\n]{0,80}?[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]"
+    r"^(?![\[(])[^\nA-Za-z0-9]{0,80}?[\u2e80-\u9fff\uac00-\ud7af\uff00-\uffef]"
     r"(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S)"
 )
 """A person's words in Chinese, Japanese or Korean glued before the exception they pasted
-(``vllm部署后报错ValueError: ...``, "after deploying, it reported"): the exception is the line.
-A line that opens with a stamp or a process tag is a program's, left to the prefix parsers."""
+(``报错AttributeError: ...``, "it reported"): the exception is the line. Words with Latin
+letters or digits in them (``使用vllm serve部署...``, a command, a stamp) may name the engine,
+and a line that opens with a stamp or a process tag is a program's: both are left whole."""
 _RAY_REPEATED = re.compile(
     r"\s*\[repeated \d+x across cluster\](?: \(Ray deduplicates logs by default\.[^)]*\))?\s*$"
 )
