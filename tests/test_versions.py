@@ -81,6 +81,11 @@ def test_unreadable_versions_claim_nothing() -> None:
             "0.5.2",
         ),
         (
+            "vllm 0.10.1.1 requires xformers==0.0.31, which is not installed.",
+            "vllm_version",
+            "0.10.1.1",
+        ),
+        (
             "verl 0.4.1 requires vllm<=0.8.5, but you have vllm 0.9.2 which is incompatible.",
             "vllm_version",
             "0.9.2",
