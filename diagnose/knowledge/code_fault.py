@@ -799,6 +799,30 @@ def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
     )
 
 
+def _path_test(engine: str, module: str, function: str, speculative: bool) -> list[str]:
+    """The start that skips the path a slip of the engine's code was on, as its test: CUDA
+    graph capture, the custom all-reduce set-up or speculative decoding; none for another
+    path."""
+    if "cuda_graph" in module or "capture" in function:
+        return [
+            f"The fault is in CUDA graph capture: start once with "
+            f"`{profile(engine).graphs_off_flag}` (slower, "
+            "but it skips the capture) to confirm, and keep it until an upgrade fixes the path."
+        ]
+    if "custom_all_reduce" in module:
+        return [
+            "The fault is in the custom all-reduce set-up: start once with "
+            "`--disable-custom-all-reduce` (NCCL's all-reduce instead, a little slower) to "
+            "confirm, and keep it until an upgrade fixes the path."
+        ]
+    if speculative:
+        return [
+            "The fault is on the speculative-decoding path: start once without the speculative "
+            "options to confirm, and keep them off until an upgrade fixes the path."
+        ]
+    return []
+
+
 def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
     """The first error read as a slip of the engine's own code, where it was raised in (or
     through) a frame of the engine's package by a line that is no ``raise``."""
@@ -854,26 +878,8 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         f"then, the option or model feature that leads into `{module}` is the one to start "
         f"without.{path} No signature or known issue knows this message, so treat it as a lead."
     )
-    capture = "cuda_graph" in module or "capture" in function
-    alternatives = (
-        [
-            f"The fault is in CUDA graph capture: start once with "
-            f"`{profile(engine).graphs_off_flag}` (slower, "
-            "but it skips the capture) to confirm, and keep it until an upgrade fixes the path."
-        ]
-        if capture
-        else [
-            "The fault is in the custom all-reduce set-up: start once with "
-            "`--disable-custom-all-reduce` (NCCL's all-reduce instead, a little slower) to "
-            "confirm, and keep it until an upgrade fixes the path."
-        ]
-        if "custom_all_reduce" in module
-        else [
-            "The fault is on the speculative-decoding path: start once without the speculative "
-            "options to confirm, and keep them off until an upgrade fixes the path."
-        ]
-        if caller or _speculative(module)
-        else []
+    alternatives = _path_test(
+        engine, module, function, speculative=caller is not None or _speculative(module)
     )
     return [
         lead(
