@@ -439,3 +439,4 @@ def test_template_filters_write_flags_and_distributions() -> None:
     assert fill("{m:distribution}", {"m": "flashinfer_python"}) == "flashinfer-python"
     assert fill("{m:distribution}", {"m": "cuda"}) == "cuda-python"
     assert fill("{m:distribution}", {"m": "pynvml"}) == "nvidia-ml-py"
+    assert fill("{m:distribution}", {"m": "vllm_flash_attn"}) == "vllm"  # vendored in vLLM's wheel

@@ -416,12 +416,14 @@ DISTRIBUTIONS = {
     "sklearn": "scikit-learn",
     "swift": "ms-swift",
     "trinity": "trinity-rft",
+    "vllm_flash_attn": "vllm",
     "websocket": "websocket-client",
     "yaml": "pyyaml",
     "zmq": "pyzmq",
 }
 """Import names whose distribution on the package index is named otherwise (a compiled
-extension module, ``flash_attn_2_cuda``, by the package that builds it)."""
+extension module, ``flash_attn_2_cuda``, by the package that builds it; a copy vendored in
+another package's wheel, ``vllm_flash_attn``, by that package)."""
 
 
 def distribution_name(name: str) -> str:
