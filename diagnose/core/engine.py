@@ -241,6 +241,9 @@ class Engine:
             sorted({n for explainer in self.explainers for n in explainer.needles})
         )
         self.skipped: dict[str, str] = {}
+        self._awaiting: list[tuple[_State, int, Hit, dict[str, Any]]] = []
+        """Lines a signature matched whose conditions wait for a value its context may capture
+        later in the input (judged again at the end)."""
         self._patterns: list[tuple[_State, str, int, Pattern]] = []
         for state in self._states:
             self._index(state)
@@ -334,7 +337,7 @@ class Engine:
         for state, role, index, pattern in candidates:
             if state.signature is not None and state.signature.id in self.skipped:
                 continue
-            hit = self._match(state, pattern, event)
+            hit = self._match(state, pattern, event, role, index)
             if hit is not None and role in _EXPLAINING and is_noise(hit.record.text):
                 continue  # known noise is no failure, whatever a pattern says of it
             if hit is not None:
@@ -458,7 +461,9 @@ class Engine:
                 self._close_window(state, ts)
         self._attempt_starts.append(seq)
 
-    def _match(self, state: _State, pattern: Pattern, event: Event) -> Hit | None:
+    def _match(
+        self, state: _State, pattern: Pattern, event: Event, role: str, index: int
+    ) -> Hit | None:
         try:
             found = pattern.compiled.search(event.text, timeout=REGEX_TIMEOUT_S)
         except TimeoutError:
@@ -505,6 +510,18 @@ class Engine:
             if state.signature is not None and state.signature.derived:
                 derive(state.signature, values)  # conditions may test derived values
             if not expr.all_hold(pattern.conditions, values):
+                if role == "match" and self._awaits_context(state, pattern, values):
+                    hit = Hit(
+                        event,
+                        record,
+                        captures,
+                        event.seq,
+                        record.ts or event.ts or self._last_ts,
+                        self._attempt_of(record.seq),
+                        phase,
+                    )
+                    if len(self._awaiting) < MAX_HITS:
+                        self._awaiting.append((state, index, hit, values))
                 return None
         return Hit(
             event,
@@ -542,6 +559,33 @@ class Engine:
             state.window = None
         elif role == "until":
             self._close_window(state, hit.ts)
+
+    @staticmethod
+    def _awaits_context(state: _State, pattern: Pattern, values: dict[str, Any]) -> bool:
+        """Whether the conditions that fail on a signature's line only lack a value its context
+        patterns may still capture later in the input (the platform a traceback below the
+        message shows): the line is judged again when the input has ended."""
+        signature = state.signature
+        if signature is None or not signature.context or pattern is not signature.match:
+            return False
+        if not isinstance(pattern, LineMatch):
+            return False
+        later = {name for context in signature.context for name in context.compiled.groupindex}
+        failing = [c for c in pattern.conditions if not c.holds(values)]
+        return all(
+            not c.source.strip().startswith("not ") and c.names <= later - values.keys()
+            for c in failing
+        )
+
+    def _judge_awaiting(self) -> None:
+        """Judge again the lines whose conditions waited for context: with what the whole
+        input captured, a line whose conditions now hold is a match."""
+        for state, index, hit, values in self._awaiting:
+            match = state.signature.match
+            assert isinstance(match, LineMatch)
+            if expr.all_hold(match.conditions, {**values, **state.context}):
+                self._record_hit(state, "match", index, hit)
+        self._awaiting.clear()
 
     @staticmethod
     def _keep(hits: list[Hit], hit: Hit, state: _State) -> None:
@@ -596,6 +640,7 @@ class Engine:
         """Rank what was found. The quiet span of a pending absence ends at ``observed_until``
         (a live caller's clock), else at the last timestamp of the inputs."""
         inputs = inputs or []
+        self._judge_awaiting()
         ends = [i.last_ts for i in inputs if i.last_ts] + ([self._last_ts] if self._last_ts else [])
         end = observed_until or (max(ends) if ends else None)
         cut_short: tuple[_State, Hit] | None = None
@@ -675,6 +720,8 @@ class Engine:
         if wrappers:  # a wrapper of an error that is reported says nothing more
             lead = primary_of(findings)
             findings = [f for f in findings if f.id == lead or f.signature not in wrappers]
+        if self.facts.get("gaudi_build"):
+            findings = [_on_the_gaudi_build(f) for f in findings]
         printed = launch_options(None, self.facts.get("launch_settings"))
         if printed:  # the engine printed the settings it was given: a flag it lacks is no fix
             findings = [_without_flags_not_given(f, printed, unit) for f in findings]
@@ -1433,6 +1480,25 @@ def _ended_before_ready(state: _State, last: Hit) -> list[str]:
         note + ". `diagnose journal -u UNIT` times the silence with the journal's clock; a "
         "log that goes on, or `nvidia-smi` while it waits (memory and utilisation), does too."
     ]
+
+
+GAUDI_UPGRADE = (
+    "Upgrade the Gaudi build of vLLM, not the package index's CUDA release: HabanaAI's "
+    "vllm-fork at the newer release made for the installed Gaudi software (its tags read "
+    "`v<vLLM>+Gaudi-<SynapseAI>`), or upstream vLLM with the vllm-gaudi plugin."
+)
+"""The upgrade of vLLM on Gaudi: a ``pip install -U vllm`` there replaces the fork with the
+CUDA build."""
+
+
+def _on_the_gaudi_build(finding: Finding) -> Finding:
+    """``finding`` with an upgrade of vLLM turned into the upgrade of its Gaudi build, where the
+    log shows that build (HabanaAI's fork: its HPU worker, the Gaudi bridge)."""
+    package = finding.package
+    if package is None or package.name != "vllm" or package.action != "upgrade":
+        return finding
+    actions = [GAUDI_UPGRADE, *(a for a in finding.system_actions if a != GAUDI_UPGRADE)]
+    return finding.model_copy(update={"package": None, "system_actions": actions})
 
 
 def _without_flags_not_given(

@@ -22,6 +22,7 @@ from diagnose.core.tracebacks import (
     innermost_frame,
     is_fence,
     marks_position,
+    names_frame,
     starts_traceback,
 )
 from diagnose.engines import benign_lines, profiles
@@ -203,6 +204,17 @@ def raised_line(event: Event) -> Record | None:
     return None
 
 
+def _exception_lines_after_frames(event: Event) -> list[Record]:
+    """The lines after a traceback's last frame that name an exception: the one raised, and a
+    wrapper's own (``RuntimeError: Engine core initialization failed``) printed after it."""
+    if not starts_traceback(event.first.text):
+        return []
+    last_frame = max(
+        (n for n, record in enumerate(event.records) if names_frame(record.text)), default=0
+    )
+    return [r for r in event.records[last_frame + 1 :] if _CHAINED_EXCEPTION.match(r.text)]
+
+
 class _Template:
     def __init__(
         self, template: str, count: int, first_line: int | None, first_ts: datetime | None, seq: int
@@ -331,13 +343,16 @@ class IncidentTracker:
                 own = innermost_frame(event, _ENGINE_FILE)
                 stack = frame_stack(event)
                 raised = raised_line(event)
-                lines = {error[0].seq, error[-1].seq} | ({raised.seq} if raised else set())
+                named = _exception_lines_after_frames(event)
+                lines = {error[0].seq, error[-1].seq} | {record.seq for record in named}
                 for line in lines:
                     self.frames[line] = frame
                     self.stacks[line] = stack
                     if own is not None and own != frame:
                         self.engine_frames[line] = own
                 self.traced.setdefault((raised or error[-1]).text.strip(), error[-1].seq)
+                for record in named:  # a wrapper's exception printed after the one raised
+                    self.traced.setdefault(record.text.strip(), record.seq)
         self.last_error_seq = event.seq
         if attempt in self.ready_seq and error[0].seq > self.ready_seq[attempt]:
             self.serving_errors.setdefault(attempt, error)
