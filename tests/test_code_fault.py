@@ -487,3 +487,45 @@ def test_a_message_cut_after_pythons_did_you_mean_is_still_the_error() -> None:
     cause = primary(run_text(log))
     assert cause is not None and cause.signature == "engine-code-fault"
     assert "`vllm.model_executor.model_loader.bitsandbytes_loader`" in cause.explanation
+
+
+def test_a_tensor_read_as_a_truth_value_in_prefix_code_offers_prefix_caching_off() -> None:
+    """torch's words for `if tensor:` on a tensor of many values are a slip; where the code is
+    about cached prefixes, the start without prefix caching is its test."""
+    frames = [("vllm/worker/model_runner.py", "_prepare_prompt", "if prefix_block_list_tensor:")]
+    error = "RuntimeError: Boolean value of Tensor with more than one value is ambiguous"
+    cause = primary(run_text(_traceback(frames, error)))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert any("--no-enable-prefix-caching" in a for a in cause.alternatives)
+    sglang = [("sglang/srt/mem_cache/radix_cache.py", "match_prefix", "if key:")]
+    cause = primary(run_text(_traceback(sglang, error)))
+    assert cause is not None and any("--disable-radix-cache" in a for a in cause.alternatives)
+
+
+def test_on_the_gaudi_build_the_upgrade_is_the_forks_not_the_package_index() -> None:
+    """HabanaAI's vLLM fork (its HPU worker in the frames): `pip install -U vllm` would put the
+    CUDA build in its place, so the upgrade is the Gaudi build's."""
+    frames = [("vllm/worker/hpu_model_runner.py", "_prepare_prompt", "if prefix_tensor:")]
+    error = "RuntimeError: Boolean value of Tensor with more than one value is ambiguous"
+    cause = primary(run_text(_traceback(frames, error)))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert cause.package is None
+    assert any("HabanaAI's vllm-fork" in action for action in cause.system_actions)
+    on_cuda = [("vllm/worker/model_runner.py", "_prepare_prompt", "if prefix_tensor:")]
+    cause = primary(run_text(_traceback(on_cuda, error)))
+    assert cause is not None and cause.package is not None and cause.package.name == "vllm"
+
+
+def test_a_name_the_engines_module_binds_on_one_branch_reads_as_an_optional_import() -> None:
+    frames = [
+        (
+            "sglang/srt/managers/cache_controller.py",
+            "prefetch_thread_func",
+            "if not isinstance(self.storage_backend, MooncakeStore):",
+        )
+    ]
+    cause = primary(run_text(_traceback(frames, "NameError: name 'MooncakeStore' is not defined")))
+    assert cause is not None and cause.signature == "engine-code-fault"
+    assert "`MooncakeStore` is a name the module binds on one branch only" in cause.explanation
+    other = primary(run_text(_traceback(frames, "IndexError: list index out of range")))
+    assert other is not None and "binds on one branch" not in other.explanation

@@ -243,6 +243,29 @@ def test_an_engine_class_asked_by_the_engines_own_model_code_names_that_code() -
     assert cause.category == "model_unsupported"  # the code that asks is a model's file
 
 
+def test_a_model_file_calling_a_shared_function_as_its_release_no_longer_defines_it() -> None:
+    """The engine's own file for a model calls a shared function with an argument the same
+    release dropped (frames elided by `...`, a wrapper's exception printed after): a bug of the
+    release for this model, the upgrade its fix, not a mixed install or a program's call."""
+    log = (
+        "(EngineCore_DP0 pid=855) ERROR ... EngineCore failed to start.\n"
+        "Traceback (most recent call last):\n"
+        "  ...\n"
+        '  File ".../vllm/model_executor/models/jais2.py", line 168, in __init__\n'
+        "    self.rotary_emb = get_rope(\n"
+        "TypeError: get_rope() got an unexpected keyword argument 'rotary_dim'\n"
+        "RuntimeError: Engine core initialization failed. See root cause above.\n"
+    )
+    cause = _cause(log)
+    assert cause.signature == "vllm-model-file-behind-its-release"
+    assert cause.category == "model_unsupported"
+    assert "`vllm.model_executor.models.jais2`" in cause.explanation
+    assert cause.package is not None and (cause.package.name, cause.package.action) == (
+        "vllm",
+        "upgrade",
+    )
+
+
 def test_an_attribute_a_plugins_platform_class_itself_lacks_is_the_plugin_out_of_step() -> None:
     message = "type object 'SpyrePlatform' has no attribute 'spyre_warmup_shapes'"
     [found] = engine_source_findings(_view(message, engine="vllm", version="0.8.1"))

@@ -49,6 +49,8 @@ _SLIP_MESSAGES = re.compile(
     r"The size of tensor a \(\d+\) must match|shape '\[[\d, -]+\]' is invalid for input of size"
     r"|(?:not enough|too many) values to unpack|math domain error|mat1 and mat2 shapes cannot be"
     r"|Expected all tensors to be on the same device|index \d+ is out of bounds"
+    r"|Boolean value of Tensor with more than one value is ambiguous"
+    r"|truth value of an array with more than one element is ambiguous"
 )
 """Messages of a ``RuntimeError`` or ``ValueError`` that Python or torch writes for such a slip."""
 _DELIBERATE = re.compile(r"^\s*raise\b")
@@ -757,6 +759,22 @@ def _engine_binding(message: str) -> str | None:
     return binding[0] if len(binding) == 1 else None
 
 
+def _unbound_name_reading(name: str, message: str, code: str) -> str:
+    """For a name the engine's module never bound where its code uses it: the reading that it
+    binds it on one branch only (an optional backend's class, imported when that backend is
+    chosen) and the code line uses it on another; empty for any other slip."""
+    found = _UNBOUND_NAME.match(message) if name in _NAME_SLIPS else None
+    if found is None:
+        return ""
+    return (
+        f" `{found.group('name')}` is a name the module binds on one branch only (most often "
+        "an optional backend's or package's class, imported only when that backend is chosen "
+        f"or the package is installed), and `{code[:120]}` uses it on a path where that "
+        "import did not run: the option that chose another backend (or feature) leads here, "
+        "and a release that guards the use fixes it."
+    )
+
+
 def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
     """A name the code never bound (``NameError: name 'VLLM_AVAILABLE' is not defined``),
     pasted without its traceback from the engine's log: most often the engine's own module
@@ -799,10 +817,10 @@ def _unplaced_name_slip(first: Candidate, engine: str | None) -> Finding | None:
     )
 
 
-def _path_test(engine: str, module: str, function: str, speculative: bool) -> list[str]:
+def _path_test(engine: str, module: str, function: str, code: str, speculative: bool) -> list[str]:
     """The start that skips the path a slip of the engine's code was on, as its test: CUDA
-    graph capture, the custom all-reduce set-up or speculative decoding; none for another
-    path."""
+    graph capture, the custom all-reduce set-up, speculative decoding or prefix caching; none
+    for another path."""
     if "cuda_graph" in module or "capture" in function:
         return [
             f"The fault is in CUDA graph capture: start once with "
@@ -819,6 +837,17 @@ def _path_test(engine: str, module: str, function: str, speculative: bool) -> li
         return [
             "The fault is on the speculative-decoding path: start once without the speculative "
             "options to confirm, and keep them off until an upgrade fixes the path."
+        ]
+    if "prefix" in code or "prefix_cach" in module or "prefix" in function:
+        switch = (
+            "`--disable-radix-cache`"
+            if engine == "sglang"
+            else "without `--enable-prefix-caching`, or with `--no-enable-prefix-caching` where "
+            "the release turns it on by default"
+        )
+        return [
+            f"The faulting code handles cached prefixes: start once with prefix caching off "
+            f"({switch}) to confirm, and keep it off until an upgrade fixes the path."
         ]
     return []
 
@@ -876,10 +905,11 @@ def engine_code_fault_findings(incident: IncidentView) -> list[Finding]:
         f"this {engine_name} release on the path the model or the options in use take. A later "
         "release usually fixes it: upgrade, and search the engine's issues for the message; until "
         f"then, the option or model feature that leads into `{module}` is the one to start "
-        f"without.{path} No signature or known issue knows this message, so treat it as a lead."
+        f"without.{path}{_unbound_name_reading(name, message, code)} No signature or known issue "
+        "knows this message, so treat it as a lead."
     )
     alternatives = _path_test(
-        engine, module, function, speculative=caller is not None or _speculative(module)
+        engine, module, function, code, speculative=caller is not None or _speculative(module)
     )
     return [
         lead(

@@ -717,6 +717,9 @@ def _engine_function_called_otherwise(
     name = mined.ENGINE_NAMES.get(engine, engine)
     if found.group("inner"):
         return _engine_wrapper_called_otherwise(candidate, found, engine, named[0][1])
+    caller = _raising_module(candidate)
+    if caller is not None and caller.partition(".")[0] == engine and "models" in caller.split("."):
+        return _model_file_behind(candidate, engine, function, how, modules, caller)
     return _code_mismatch(
         candidate,
         signature=f"{engine}-function-called-by-another-release",
@@ -739,6 +742,41 @@ def _engine_function_called_otherwise(
             f"{name} releases it was written for."
         ),
         raised_in=f"{name}, {named[0][1]}",
+    )
+
+
+def _model_file_behind(
+    candidate: Candidate, engine: str, function: str, how: str, modules: str, caller: str
+) -> Finding:
+    """The engine's own file for a model calls one of the engine's shared functions as an
+    earlier release defined it: that release's support for the model is broken, and the
+    next release (or the one before) loads it."""
+    name = mined.ENGINE_NAMES.get(engine, engine)
+    model = caller.rpartition(".")[2]
+    return _code_mismatch(
+        candidate,
+        signature=f"{engine}-model-file-behind-its-release",
+        title=f"{name}'s code for the `{model}` model calls `{function}()` as its own release "
+        "no longer defines it",
+        explanation=(
+            f"`{function}()` is {name}'s own function ({modules}), and the call that does not fit "
+            f"it ({how}) is in {name}'s own file for this model, `{caller}`: a change to the "
+            f"shared function in this release left the model's file behind. That is a bug of the "
+            f"installed {name} release for this model, not a setting and not a mixed install: "
+            f"the next {name} release (its file fixed), or the release before the change, loads "
+            "the model."
+        ),
+        patch_note=(
+            f"No setting changes the call: upgrade {name} to a release whose `{model}` file "
+            "is fixed, or go back to the release before the change."
+        ),
+        next_check=(
+            f"`pip show {engine}` for the release; the engine's issues and pull requests for "
+            f"`{model}` and `{function}`: the fix names the release that has it."
+        ),
+        raised_in=f"{name}, {caller}",
+        package=PackageAction(name=engine, spec="", action="upgrade"),
+        category="model_unsupported",
     )
 
 
