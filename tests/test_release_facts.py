@@ -60,6 +60,19 @@ def test_a_value_no_release_accepts_gets_its_near_spelling_as_the_patch() -> Non
     assert cause.patch.args_add == ["--mm-attention-backend", "triton_attn"]
 
 
+def test_a_quantization_method_no_release_implements_needs_its_plugin_not_an_upgrade() -> None:
+    """The installed release's own list (the newest mined one's methods), and a method that no
+    mined release implements: an upgrade does not bring it, a plugin does."""
+    newest = mined.versions("vllm")[-1]
+    methods = sorted(mined.flag_values("vllm", newest, "--quantization") or ())
+    log = f"ValueError: Unknown quantization method: exl3. Must be one of {methods}\n"
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    assert cause.package is None
+    assert f"No vLLM release up to {newest} implements `exl3`" in cause.explanation
+    assert any("plugin package that registers `exl3`" in a for a in cause.system_actions)
+
+
 def test_another_model_family_is_no_near_spelling_but_the_other_engines_format_name_is() -> None:
     log = (
         "launch_server.py: error: argument --tool-call-parser: invalid choice: 'llama4' "
@@ -224,10 +237,10 @@ def test_an_unknown_quantization_method_a_newer_release_lists_asks_for_that_rele
     assert _upgrade(cause, "vllm") == ">=0.6.3.post1"
     newer = _cause(f"ValueError: Unknown quantization method: mxfp4. Must be one of [{listed}].")
     assert _upgrade(newer, "vllm") == ">=0.10.2"
-    # a method no mined release lists is left to the other tiers, with no made-up release
+    # a method no mined release lists: no made-up release, but the plugin that brings it
     other = _cause(f"ValueError: Unknown quantization method: bitnet. Must be one of [{listed}].")
-    assert other.tier == "known_issue"
-    assert _upgrade(other, "vllm") == ""
+    assert other.package is None
+    assert "an upgrade does not bring it" in other.explanation
 
 
 VLLM_092_QUANTIZATION = (

@@ -112,6 +112,8 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
         package = PackageAction(name=engine, spec=spec, action="upgrade")
         return _finding(candidate, engine, title, sentences, None, package, category)
     near = mined.near_value(value, printed) or _other_engine_spelling(engine, flag, value, printed)
+    if near is None and parsed.re is _UNKNOWN_QUANTIZATION and window is None:
+        return _method_of_no_release(candidate, engine, value, printed)
     if near is None:
         return None
     title = f"`{flag} {value}` is not a value {name} knows; `{near}` is"
@@ -123,6 +125,42 @@ def _choice_finding(candidate: Candidate, engine: str, shown: str | None) -> Fin
     ]
     patch = Patch(args_remove=[flag], args_add=[flag, near])
     return _finding(candidate, engine, title, sentences, patch, None)
+
+
+def _method_of_no_release(
+    candidate: Candidate, engine: str, value: str, printed: Sequence[str]
+) -> Finding:
+    """A checkpoint's quantization method that no mined release of the engine implements, the
+    newest included: it comes from outside the engine (a plugin that registers it), so an
+    upgrade does not bring it."""
+    name = mined.ENGINE_NAMES[engine]
+    newest = mined.versions(engine)[-1]
+    sentences = [
+        f"The checkpoint (or `--quantization`) asks for the method `{value}`, and the installed "
+        f"{name} knows only {_listed(printed)}. No {name} release up to {newest} implements "
+        f"`{value}` (read from the releases' own tables), so an upgrade does not bring it.",
+        f"A method outside that list comes from a plugin: a package that registers the "
+        f"method with {name} when it is installed in the server's environment (the checkpoint's "
+        "model card names it, with the kernels it needs). Install it, or serve a checkpoint "
+        "quantized with one of the listed methods.",
+    ]
+    finding = _finding(
+        candidate,
+        engine,
+        f"The quantization method `{value}` is no {name} release's: it needs its plugin",
+        sentences,
+        None,
+        None,
+        "model_unsupported",
+    )
+    return finding.model_copy(
+        update={
+            "system_actions": [
+                f"Install the plugin package that registers `{value}` (the checkpoint's model "
+                f"card names it) into the environment that runs {name}."
+            ]
+        }
+    )
 
 
 def _printed_by(engine: str, flag: str, printed: Sequence[str]) -> bool:
