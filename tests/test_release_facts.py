@@ -73,6 +73,21 @@ def test_a_quantization_method_no_release_implements_needs_its_plugin_not_an_upg
     assert any("plugin package that registers `exl3`" in a for a in cause.system_actions)
 
 
+def test_a_variable_the_installed_release_removed_from_its_envs_names_the_last_release() -> None:
+    """A plugin reads one of vLLM's variables from `vllm.envs` that the installed release no
+    longer declares: the last release that does is the engine's fix, read from the tables."""
+    log = "AttributeError: module 'vllm.envs' has no attribute 'VLLM_USE_FLASHINFER_MOE_FP16'\n"
+    variable = mined.env_vars("vllm")["VLLM_USE_FLASHINFER_MOE_FP16"]
+    last = max(variable.declared_in, key=lambda v: mined.release(v) or ())
+    cause = _cause(log, ("vllm", "0.24.0"))
+    assert cause.package is not None
+    assert (cause.package.spec, cause.package.action) == (f"=={last}", "downgrade")
+    assert "a plugin or a program built on vLLM" in cause.explanation
+    # a release that still declares it: not this reading
+    older = _cause(log, ("vllm", last))
+    assert older.package is None or older.package.spec != f"=={last}"
+
+
 def test_another_model_family_is_no_near_spelling_but_the_other_engines_format_name_is() -> None:
     log = (
         "launch_server.py: error: argument --tool-call-parser: invalid choice: 'llama4' "

@@ -52,7 +52,7 @@ def release_fact_findings(incident: IncidentView) -> list[Finding]:
     """The earliest candidate a release table settles, as a finding."""
     engines = mined.engines_to_read(incident.engine)
     for candidate in incident.candidates:
-        for reader in (_choice_finding, _architecture_finding):
+        for reader in (_choice_finding, _architecture_finding, _removed_variable_finding):
             found = [f for e in engines if (f := reader(candidate, e, incident.engine_version))]
             if len(found) == 1:
                 return found
@@ -207,6 +207,49 @@ def _other_engine_spelling(
 def _listed(values: Sequence[str]) -> str:
     shown = ", ".join(f"`{v}`" for v in values[:20])
     return shown + (f" and {len(values) - 20} more" if len(values) > 20 else "")
+
+
+# -- a variable of the engine's that the installed release no longer declares ----------------
+
+_ENVS_ATTRIBUTE = re.compile(
+    r"module '(?P<engine>vllm)\.envs' has no attribute '(?P<name>VLLM_[A-Z0-9_]+)'"
+)
+"""Code that reads one of vLLM's variables from ``vllm.envs``, where the installed release does
+not declare it (a plugin or a program written for the releases that did)."""
+
+
+def _removed_variable_finding(
+    candidate: Candidate, engine: str, shown: str | None
+) -> Finding | None:
+    found = _ENVS_ATTRIBUTE.search(candidate.text)
+    if found is None or found.group("engine") != engine or shown is None:
+        return None
+    variable = mined.env_vars(engine).get(found.group("name"))
+    window = mined.release_window(
+        engine, lambda v: variable is not None and v in variable.declared_in
+    )
+    if variable is None or window is None or window[1] is None:
+        return None
+    first, removed = window
+    if not at_least(shown, removed):
+        return None
+    name = mined.ENGINE_NAMES[engine]
+    last = max(
+        (v for v in variable.declared_in if not at_least(v, removed)),
+        key=lambda v: mined.release(v) or (),
+    )
+    sentences = [
+        f"Code reads `{variable.name}` from `{engine}.envs`, and the installed {name} "
+        f"({shown}) no longer declares it: {name} {first} to {last} did, {removed} and later "
+        "do not (read from the releases' own variable tables).",
+        f"The code that reads it was written for those releases: most often a plugin or a "
+        f"program built on {name} (its frame, where the log has one, names it). Upgrade that "
+        f"package to its release for {name} {shown}, or install {name} {last}, the last "
+        "release that declares the variable.",
+    ]
+    package = PackageAction(name=engine, spec=f"=={last}", action="downgrade")
+    title = f"Code reads `{variable.name}`, which {name} {removed} removed from `{engine}.envs`"
+    return _finding(candidate, engine, title, sentences, None, package, "kernel_build")
 
 
 # -- an architecture only newer releases register --------------------------------------------
