@@ -228,10 +228,10 @@ def _removed_variable_finding(
     window = mined.release_window(
         engine, lambda v: variable is not None and v in variable.declared_in
     )
-    if variable is None or window is None or window[1] is None:
+    if variable is None or window is None:
         return None
     first, removed = window
-    if not at_least(shown, removed):
+    if removed is None or not at_least(shown, removed):
         return None
     name = mined.ENGINE_NAMES[engine]
     last = max(
