@@ -221,6 +221,8 @@ not declare it (a plugin or a program written for the releases that did)."""
 def _removed_variable_finding(
     candidate: Candidate, engine: str, shown: str | None
 ) -> Finding | None:
+    """A variable the installed release (the one the log shows) no longer declares, that some
+    earlier releases did: the last of them is the engine's side of the fix."""
     found = _ENVS_ATTRIBUTE.search(candidate.text)
     if found is None or found.group("engine") != engine or shown is None:
         return None
