@@ -480,6 +480,15 @@ class Engine:
         if record.rank and PRINTED_BY in pattern.compiled.groupindex:
             captures.setdefault(PRINTED_BY, record.rank)  # the prefix the line parser took off
         phase = self._phase_at(record.rank or event.first.rank, record.seq)
+        hit = Hit(
+            event,
+            record,
+            captures,
+            event.seq,
+            record.ts or event.ts or self._last_ts,
+            self._attempt_of(record.seq),
+            phase,
+        )
         if pattern.conditions:
             attempt = self._attempt_of(record.seq)
             # what came before in this start attempt: an error, the engine's word that a
@@ -510,28 +519,11 @@ class Engine:
             if state.signature is not None and state.signature.derived:
                 derive(state.signature, values)  # conditions may test derived values
             if not expr.all_hold(pattern.conditions, values):
-                if role == "match" and self._awaits_context(state, pattern, values):
-                    hit = Hit(
-                        event,
-                        record,
-                        captures,
-                        event.seq,
-                        record.ts or event.ts or self._last_ts,
-                        self._attempt_of(record.seq),
-                        phase,
-                    )
-                    if len(self._awaiting) < MAX_HITS:
-                        self._awaiting.append((state, index, hit, values))
+                awaits = role == "match" and self._awaits_context(state, pattern, values)
+                if awaits and len(self._awaiting) < MAX_HITS:
+                    self._awaiting.append((state, index, hit, values))
                 return None
-        return Hit(
-            event,
-            record,
-            captures,
-            event.seq,
-            record.ts or event.ts or self._last_ts,
-            self._attempt_of(record.seq),
-            phase,
-        )
+        return hit
 
     def _record_hit(self, state: _State, role: str, index: int, hit: Hit) -> None:
         if role == "fact":
