@@ -1474,7 +1474,7 @@ def _ended_before_ready(state: _State, last: Hit) -> list[str]:
     ]
 
 
-GAUDI_UPGRADE = (
+_GAUDI_UPGRADE = (
     "Upgrade the Gaudi build of vLLM, not the package index's CUDA release: HabanaAI's "
     "vllm-fork at the newer release made for the installed Gaudi software (its tags read "
     "`v<vLLM>+Gaudi-<SynapseAI>`), or upstream vLLM with the vllm-gaudi plugin."
@@ -1489,7 +1489,7 @@ def _on_the_gaudi_build(finding: Finding) -> Finding:
     package = finding.package
     if package is None or package.name != "vllm" or package.action != "upgrade":
         return finding
-    actions = [GAUDI_UPGRADE, *(a for a in finding.system_actions if a != GAUDI_UPGRADE)]
+    actions = [_GAUDI_UPGRADE, *(a for a in finding.system_actions if a != _GAUDI_UPGRADE)]
     return finding.model_copy(update={"package": None, "system_actions": actions})
 
 
