@@ -1334,6 +1334,14 @@ def _combination_reading(text: str) -> tuple[str, str, str] | None:
     )
 
 
+_MODEL_REFUSED = (
+    "The engine refuses the model itself (its architecture, its checkpoint's format or a part "
+    "of it), not a setting of the host: the supported-models list of the installed and newer "
+    "releases says whether any release runs it, and a model whose maker ships its own fork or "
+    "plugin of the engine names it on its model card."
+)
+"""What a refusal of the model, read from the engine's source, says of the way out."""
+
 _READINGS = {
     "port_in_use": _port_reading,
     "gpu_arch_support": _architecture_reading,
@@ -1716,6 +1724,8 @@ def _finding(
             "Values in it: " + ", ".join(f"{k} = `{v}`" for k, v in bound.items()) + "."
         )
     explanation += fix.sentences
+    if judgement.category == "model_unsupported" and template.source != "libraries":
+        explanation.append(_MODEL_REFUSED)
     notes = fix.notes
     backend = _backend_reading(template.module, context) if fix.patch is None else None
     if backend is not None and fix.package is None:
