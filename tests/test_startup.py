@@ -41,7 +41,8 @@ except SystemExit:
     pass
 print("MODULES=" + ",".join(sorted(sys.modules)), file=sys.stderr)
 loader = sys.modules.get("pydantic.plugin._loader")
-print(f"PLUGINS_LOOKED_FOR={loader is not None and loader._plugins is not None}", file=sys.stderr)
+looked_for = getattr(loader, "_plugins", None) is not None
+print(f"PLUGINS_LOOKED_FOR={looked_for}", file=sys.stderr)
 print(f"GC_FROZEN={gc.get_freeze_count() > 0} GC_GEN0={gc.get_threshold()[0]}", file=sys.stderr)
 print(f"COLLECTIONS_AFTER_IMPORTS={len(collections)}", file=sys.stderr)
 """
@@ -50,8 +51,9 @@ print(f"COLLECTIONS_AFTER_IMPORTS={len(collections)}", file=sys.stderr)
 def _run(
     cache: Path, *args: str, extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache), **(extra or {})}
+    environment = {**os.environ, "DIAGNOSE_CACHE_DIR": str(cache)}
     environment.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    environment.update(extra or {})
     return subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
@@ -125,9 +127,34 @@ def test_an_undecided_run_still_asks_the_tiers(tmp_path: Path) -> None:
 
 
 def test_the_command_line_looks_for_no_pydantic_plugins(tmp_path: Path) -> None:
-    """Looking for them reads every installed package's metadata, at every start."""
+    """Looking for them reads every installed package's metadata, at every start; even the
+    module that would look is not imported."""
     result = _run(tmp_path, "file", str(INCIDENT), "--format", "json")
     assert "PLUGINS_LOOKED_FOR=False" in result.stderr.splitlines()
+    modules, report = _modules(tmp_path, "file", str(INCIDENT), "--format", "json")
+    assert json.loads(report)["primary"]
+    assert "importlib.metadata" not in modules
+
+
+def test_plugins_the_user_enables_by_name_are_still_looked_for(tmp_path: Path) -> None:
+    extra = {"PYDANTIC_DISABLE_PLUGINS": "some_plugin"}
+    result = _run(tmp_path, "file", str(INCIDENT), "--format", "json", extra=extra)
+    assert "PLUGINS_LOOKED_FOR=True" in result.stderr.splitlines()
+
+
+def test_pydantic_takes_only_the_entry_point_the_stand_in_loader_has() -> None:
+    """The command line stands in for pydantic's plugin loader with its one entry point
+    (diagnose.cli): a pydantic release that takes more from it must fail here, not at a run."""
+    import pydantic.plugin
+
+    package = Path(str(pydantic.plugin.__file__)).parent
+    takes = {
+        line.strip()
+        for path in package.parent.rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "_loader import" in line
+    }
+    assert takes == {"from ._loader import get_plugins"}
 
 
 def test_the_cycle_collector_leaves_what_the_start_loaded_alone(tmp_path: Path) -> None:
