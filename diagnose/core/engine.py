@@ -565,7 +565,7 @@ class Engine:
         later = {name for context in signature.context for name in context.compiled.groupindex}
         failing = [c for c in pattern.conditions if not c.holds(values)]
         return all(
-            not c.source.strip().startswith("not ") and c.names <= later - values.keys()
+            not c.negated and c.names <= later - values.keys()
             for c in failing
         )
 

@@ -200,6 +200,8 @@ class Condition:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.negated = False
+        """Whether it holds where its name has no value (``not name``)."""
         text = source.strip()
         for symbol, compare in _COMPARE.items():
             left, found, right = text.partition(symbol)
@@ -215,7 +217,7 @@ class Condition:
             )
             self.names = _names(left, right)
             return
-        negate = text.startswith("not ")
+        negate = self.negated = text.startswith("not ")
         name = text[4:].strip() if negate else text
         if not name.isidentifier():
             raise ExpressionError(
