@@ -581,6 +581,54 @@ def test_a_piped_loggers_columns_are_not_the_line(line: str, text: str) -> None:
     assert record.ts is not None and (record.ts.hour, record.ts.minute) == (22, 4)
 
 
+def test_a_launchers_process_tag_before_a_piped_logger_is_cut_off_too() -> None:
+    """SkyPilot tags its task's lines `(task, pid=N) `, and FastChat's worker writes its own
+    columns after the tag: both go, so that the traceback reads as one."""
+    record = LineParser("task.log", 2023).parse(
+        1,
+        "(task, pid=27090) 2023-09-25 00:32:05 | ERROR | stderr | Traceback (most recent call last):",
+    )
+    assert record is not None
+    assert record.text == "Traceback (most recent call last):"
+    assert record.ts is not None and (record.ts.hour, record.ts.minute) == (0, 32)
+
+
+def _texts(lines: list[str]) -> list[str]:
+    parser = LineParser("pytest.log", 2026)
+    return [record.text for line in lines if (record := parser.parse(1, line)) is not None]
+
+
+def test_pytests_report_of_an_exception_reads_as_python_writes_it() -> None:
+    """pytest's `E   ` mark is taken off, and a location line before the exception is the
+    frame it names (its short format's `path:line: in function` wherever it stands)."""
+    assert _texts(
+        [
+            "vllm/models/deepseek_v4/quant_config.py:125: AttributeError",
+            "E   AttributeError: 'list' object has no attribute 'get'",
+        ]
+    ) == [
+        '  File "vllm/models/deepseek_v4/quant_config.py", line 125, in <unknown>',
+        "AttributeError: 'list' object has no attribute 'get'",
+    ]
+    assert _texts(["vllm/config.py:88: in verify", "E       ValueError: bad"]) == [
+        '  File "vllm/config.py", line 88, in verify',
+        "ValueError: bad",
+    ]
+
+
+def test_pytests_closing_location_after_the_exception_stays_a_plain_line() -> None:
+    """In pytest's long format the location repeats after the `E` lines: not a new frame."""
+    texts = _texts(["E   KeyError: 'x'", "", "tests/test_load.py:40: KeyError"])
+    assert texts == ["KeyError: 'x'", "", "tests/test_load.py:40: KeyError"]
+
+
+def test_a_line_that_only_starts_with_e_keeps_its_words() -> None:
+    assert _texts(["E rror budget exhausted", "Epoch 3 done"]) == [
+        "E rror budget exhausted",
+        "Epoch 3 done",
+    ]
+
+
 def test_a_child_line_relayed_in_a_go_supervisors_logfmt_field_is_the_line() -> None:
     """LocalAI relays its backend's stderr as `line="..."` of its own logfmt line (quotes
     escaped): the child's line is the record's text, so its traceback reads as one."""

@@ -183,10 +183,44 @@ def test_a_text_variants_class_no_release_registers_is_overridden_to_the_familys
     assert "Gemma4ForCausalLM" in cause.title
 
 
-def test_a_class_with_no_registered_family_keeps_the_upgrade_reading() -> None:
+def test_a_class_no_release_of_either_engine_registers_is_the_model_makers_own() -> None:
+    """No upgrade adds it (no release read has it), and no class is guessed: the override
+    names the base model's class for the user to fill in, so it is shown, never applied."""
     log = "Model architectures ['Zorblax7TextForCausalLM'] are not supported for now.\n"
     cause = _cause(log, ("vllm", "0.34.0"))
-    assert cause.patch is None or "--hf-overrides" not in cause.patch.args_add
+    assert cause.title.startswith("No vLLM release implements `Zorblax7TextForCausalLM`")
+    assert cause.package is None
+    assert cause.patch is not None
+    assert cause.patch.placeholders() == ["<the base model's class>"]
+
+
+def test_the_release_that_printed_the_list_names_the_engine_of_a_makers_own_class() -> None:
+    """vLLM 0.4's list of what it supports names the engine; the class is one no release of
+    either engine has (a checkpoint whose config names its maker's own class)."""
+    supported = ", ".join(f"'{a}'" for a in sorted(mined.registries("vllm")["0.5.5"].architectures))
+    log = (
+        "ValueError: Model architectures ['FunctionaryForCausalLM'] are not supported for now. "
+        f"Supported architectures: [{supported}]\n"
+    )
+    cause = _cause(log)
+    assert cause.category == "model_unsupported"
+    assert "No vLLM release" in cause.title and cause.package is None
+    assert "--hf-overrides" in cause.explanation
+
+
+def test_no_vllm_implementation_nor_a_compatible_transformers_one_asks_for_the_release() -> None:
+    """vLLM's Transformers fallback refusing a class that later releases implement natively:
+    the release that registers it, not the message's own hint (VLLM_USE_V1=0)."""
+    log = (
+        "Current error from vLLM: SmolVLMForConditionalGeneration has no vLLM implementation "
+        "and the Transformers implementation is not compatible with vLLM. Try setting "
+        "VLLM_USE_V1=0.\n"
+    )
+    first = mined.first_release_with(
+        "vllm",
+        lambda v: "SmolVLMForConditionalGeneration" in mined.registries("vllm")[v].architectures,
+    )
+    assert _upgrade(_cause(log), "vllm") == f">={first}"
 
 
 def test_a_flag_added_after_the_installed_release_asks_for_an_upgrade() -> None:

@@ -73,6 +73,13 @@ _PIPED_LOGGER = re.compile(
 (which routes a worker's stdout and stderr through it, a traceback's lines each so prefixed)
 and loguru's ``2025-03-24 22:04:27.123 | ERROR    | module:function:12 - ``: the line is what
 comes after."""
+_PYTEST_ERROR = re.compile(r"E {3,}(?=\S)")
+"""pytest's mark before each line of the exception it reports."""
+_PYTEST_LOCATION = re.compile(
+    r"(?P<path>[\w.+/-]*\w\.py):(?P<line>\d+): (?:in (?P<function>[\w<>.]+)|[A-Z]\w*)\s*$"
+)
+"""pytest's line naming a frame (``vllm/models/x.py:125: in get_quant_method``, its short
+format) or where the exception was raised (``vllm/models/x.py:125: AttributeError``)."""
 _ACTOR_TAG = re.compile(r"\[address=[^\]\s,]+, pid=\d+\] ")
 """The actor framework under xinference (xoscar) writes ``[address=HOST:PORT, pid=N] `` into
 an exception's message, between its class and its words: left out of the message."""
@@ -209,6 +216,7 @@ class LineParser:
         self._last_month = 0
         self.out_of_range = 0
         """Lines whose own time no calendar holds (9999-12-31 at -23:59): ordered by arrival."""
+        self._after_pytest_error = False
 
     def parse(self, line_no: int | None, raw_line: str) -> Record | None:
         """A record, or None for journalctl's own marker lines."""
@@ -281,6 +289,7 @@ class LineParser:
     def _apply_app_prefix(self, record: Record) -> None:
         if record.origin != "app":
             return
+        self._read_pytest_lines(record)
         if ' line="' in record.text and (relayed := _RELAYED_LINE.search(record.text)):
             record.text = _GO_ESCAPE.sub(lambda m: _GO_ESCAPED[m.group(1)], relayed.group("line"))
         if "across cluster]" in record.text:
@@ -294,10 +303,7 @@ class LineParser:
         viewer = _VIEWER_LEVEL.match(record.text)
         if viewer is not None:  # the line under the tag is what the server wrote
             record.text = record.text[viewer.end() :].removesuffix("\\n")
-        piped = _PIPED_LOGGER.match(record.text) if record.text[:1].isdigit() else None
-        if piped is not None:
-            record.text = record.text[piped.end() :]
-            record.ts = record.ts or self._timed(_parse_iso(piped.group("ts")))
+        self._strip_piped_logger(record)
         if record.text.startswith("[rank") and (torch_rank := _TORCH_RANK.match(record.text)):
             record.text = record.text[torch_rank.end() :]
             record.stream += f":rank{torch_rank.group('rank')}"
@@ -335,9 +341,35 @@ class LineParser:
             record.text = proc_only.group("msg_level" if leveled else "msg")
             record.rank = proc_only.group("proc_level" if leveled else "proc")
             record.stream += "|" + proc_only.group("procs_level" if leveled else "procs").strip()
+            self._strip_piped_logger(record)  # a launcher's tag on a worker's logger line
             return
         if viewer is not None and viewer.group("level").lower() in ("error", "critical"):
             record.text = f"[{viewer.group('level')}]{text}"  # its level, where no prefix says it
+
+    def _read_pytest_lines(self, record: Record) -> None:
+        """pytest's report of an exception, as Python writes it: its ``E   `` mark taken off the
+        exception's lines, and a location line (``path.py:125: in f``, or ``path.py:125:
+        AttributeError`` where no exception line came just before it, blank lines aside) written
+        as the frame it names."""
+        if not record.text.strip():  # the blank line pytest leaves before the location
+            return
+        after_error, self._after_pytest_error = self._after_pytest_error, False
+        if record.text[:2] == "E " and (mark := _PYTEST_ERROR.match(record.text)):
+            record.text = record.text[mark.end() :]
+            self._after_pytest_error = True
+            return
+        place = _PYTEST_LOCATION.match(record.text) if ".py:" in record.text else None
+        if place is not None and (place.group("function") or not after_error):
+            function = place.group("function") or "<unknown>"
+            record.text = (
+                f'  File "{place.group("path")}", line {place.group("line")}, in {function}'
+            )
+
+    def _strip_piped_logger(self, record: Record) -> None:
+        piped = _PIPED_LOGGER.match(record.text) if record.text[:1].isdigit() else None
+        if piped is not None:
+            record.text = record.text[piped.end() :]
+            record.ts = record.ts or self._timed(_parse_iso(piped.group("ts")))
 
     def _month_day(self, month: int, day: int, clock: str) -> datetime | None:
         if self._last_month == 12 and month == 1:

@@ -35,8 +35,10 @@ _ARCHITECTURES = re.compile(
     r"Model architectures? \[(?P<archs>[^\]]*)\] (?:are|is) not supported(?! .*inspected)"
     r"|Cannot find model module\. (?P<one_arch>'\w+') is not a registered model in the "
     r"Transformers library"
+    r"|(?<![\w.])(?P<bare_arch>[A-Z]\w+) has no vLLM implementation and the Transformers "
+    r"implementation is not compatible"
 )
-"""vLLM's refusals of a declared architecture: its registry's, and (0.8 to 0.9) the
+"""vLLM's refusals of a declared architecture: its registry's, and (0.7 to 0.9) the
 Transformers fallback's that finds no native implementation either."""
 _FAMILY_SUFFIX = re.compile(r"Text(?=For[A-Z]\w*$)")
 """The part of a text-only variant's class name (``Gemma4TextForCausalLM``) that the engine's
@@ -260,9 +262,9 @@ def _removed_variable_finding(
 def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) -> Finding | None:
     parsed = _ARCHITECTURES.search(candidate.text)
     registries = mined.registries(engine)
-    if parsed is None or not registries:
+    if parsed is None or not registries or (parsed.group("bare_arch") and engine != "vllm"):
         return None
-    declared = parsed.group("archs") or parsed.group("one_arch")
+    declared = parsed.group("archs") or parsed.group("one_arch") or parsed.group("bare_arch")
     archs = [a.strip().strip("'\"") for a in declared.split(",") if a.strip()]
     if not archs:
         return None
@@ -282,7 +284,10 @@ def _architecture_finding(candidate: Candidate, engine: str, shown: str | None) 
         if best is not None and installed is None:
             installed = best[1]
     if newer is None:
-        return _family_class_finding(candidate, engine, archs, shown) if engine == "vllm" else None
+        family = (
+            _family_class_finding(candidate, engine, archs, shown) if engine == "vllm" else None
+        )
+        return family or _unregistered_finding(candidate, engine, archs, shown)
     if installed is not None and at_least(installed, newer):
         return None
     name = mined.ENGINE_NAMES[engine]
@@ -345,6 +350,41 @@ def _family_class_finding(
         package,
         "model_unsupported",
     )
+
+
+def _unregistered_finding(
+    candidate: Candidate, engine: str, archs: list[str], shown: str | None
+) -> Finding | None:
+    """An architecture that no release read of either engine registers, nor its family's
+    class: a class only the model's own code defines, which no upgrade adds."""
+    versions = mined.versions(engine)
+    if shown is not None and not at_least(versions[-1], shown):  # newer than any release read
+        return None
+    families = [_FAMILY_SUFFIX.sub("", a) for a in archs]
+    if any(_first_release_registering(e, [*archs, *families]) for e in mined.ENGINES):
+        return None
+    listed = ", ".join(f"`{a}`" for a in archs)
+    name = mined.ENGINE_NAMES[engine]
+    transformers_backend = (
+        "vLLM's Transformers backend where the model's code supports it, "
+        "`--model-impl transformers --trust-remote-code`; "
+        if engine == "vllm"
+        else ""
+    )
+    sentences = [
+        f"No {name} release from {versions[0]} to {versions[-1]} registers {listed} (read "
+        "from the releases' model registries), so an upgrade does not add it: the name is "
+        "the model maker's own class, which only the checkpoint's code defines (its "
+        "config.json `architectures`).",
+        f"Serve the model as its maker documents ({transformers_backend}their fork or "
+        f"plugin, or a corrected config.json they publish); where the model is a fine-tune of "
+        f"an architecture {name} has (the model card names its base model), declare that "
+        'class instead: `--hf-overrides \'{"architectures": ["<the base model\'s class>"]}\'`.',
+    ]
+    title = f"No {name} release implements {listed}: the model maker's own class"
+    override = '{"architectures": ["<the base model\'s class>"]}'
+    patch = Patch(args_add=["--hf-overrides", override])
+    return _finding(candidate, engine, title, sentences, patch, None, "model_unsupported")
 
 
 def _platform_finding(candidate: Candidate, engine: str, listed: str, platform: str) -> Finding:
