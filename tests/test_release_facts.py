@@ -23,6 +23,16 @@ def _upgrade(cause: Finding, engine: str) -> str:
     return cause.package.spec
 
 
+def _refusal_with_list(architecture: str, version: str, listed_as: str) -> str:
+    """vLLM's refusal of ``architecture`` with the list of what ``version`` registers, printed
+    as that release prints it (``listed_as`` holds ``{}`` for the names)."""
+    names = ", ".join(f"'{a}'" for a in sorted(mined.registries("vllm")[version].architectures))
+    return (
+        f"ValueError: Model architectures ['{architecture}'] are not supported for now. "
+        f"Supported architectures: {listed_as.format(names)}\n"
+    )
+
+
 def test_the_registries_hold_what_each_release_registers() -> None:
     registries = mined.registries("vllm")
     assert set(registries) == set(mined.versions("vllm"))
@@ -99,12 +109,7 @@ def test_another_model_family_is_no_near_spelling_but_the_other_engines_format_n
 
 
 def test_an_architecture_only_newer_releases_register_asks_for_the_engine_that_printed_it() -> None:
-    supported = ", ".join(f"'{a}'" for a in sorted(mined.registries("vllm")["0.7.3"].architectures))
-    log = (
-        "ValueError: Model architectures ['Qwen3ForCausalLM'] are not supported for now. "
-        f"Supported architectures: dict_keys([{supported}])\n"
-    )
-    cause = _cause(log)
+    cause = _cause(_refusal_with_list("Qwen3ForCausalLM", "0.7.3", "dict_keys([{}])"))
     assert cause.category == "model_unsupported"
     spec = _upgrade(cause, "vllm")
     assert spec.startswith(">=0.") and spec != ">=0.7.3"
@@ -197,12 +202,7 @@ def test_a_class_no_release_of_either_engine_registers_is_the_model_makers_own()
 def test_the_release_that_printed_the_list_names_the_engine_of_a_makers_own_class() -> None:
     """vLLM 0.4's list of what it supports names the engine; the class is one no release of
     either engine has (a checkpoint whose config names its maker's own class)."""
-    supported = ", ".join(f"'{a}'" for a in sorted(mined.registries("vllm")["0.5.5"].architectures))
-    log = (
-        "ValueError: Model architectures ['FunctionaryForCausalLM'] are not supported for now. "
-        f"Supported architectures: [{supported}]\n"
-    )
-    cause = _cause(log)
+    cause = _cause(_refusal_with_list("FunctionaryForCausalLM", "0.5.5", "[{}]"))
     assert cause.category == "model_unsupported"
     assert "No vLLM release" in cause.title and cause.package is None
     assert "--hf-overrides" in cause.explanation
