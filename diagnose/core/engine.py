@@ -564,10 +564,7 @@ class Engine:
             return False
         later = {name for context in signature.context for name in context.compiled.groupindex}
         failing = [c for c in pattern.conditions if not c.holds(values)]
-        return all(
-            not c.negated and c.names <= later - values.keys()
-            for c in failing
-        )
+        return all(not c.negated and c.names <= later - values.keys() for c in failing)
 
     def _judge_awaiting(self) -> None:
         """Judge again the lines whose conditions waited for context: with what the whole
@@ -1761,6 +1758,7 @@ def _replaces(explained: Finding, broad: Finding) -> bool:
         return False
     if (
         explained.tier == "engine_source"
+        and not explained.signature.endswith(_RELEASE_TABLES_SUFFIX)  # those are checked
         and explained.patch is None
         and explained.package is None
         and (

@@ -382,9 +382,7 @@ def _unregistered_finding(
         'class instead: `--hf-overrides \'{"architectures": ["<the base model\'s class>"]}\'`.',
     ]
     title = f"No {name} release implements {listed}: the model maker's own class"
-    override = '{"architectures": ["<the base model\'s class>"]}'
-    patch = Patch(args_add=["--hf-overrides", override])
-    return _finding(candidate, engine, title, sentences, patch, None, "model_unsupported")
+    return _finding(candidate, engine, title, sentences, None, None, "model_unsupported")
 
 
 def _platform_finding(candidate: Candidate, engine: str, listed: str, platform: str) -> Finding:
