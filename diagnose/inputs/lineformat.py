@@ -351,10 +351,10 @@ class LineParser:
         exception's lines, and a location line (``path.py:125: in f``, or ``path.py:125:
         AttributeError`` where no exception line came just before it, blank lines aside) written
         as the frame it names."""
-        if not record.text.strip():  # the blank line pytest leaves before the location
+        if not record.text or record.text.isspace():  # pytest's blank line before the location
             return
         after_error, self._after_pytest_error = self._after_pytest_error, False
-        if record.text[:2] == "E " and (mark := _PYTEST_ERROR.match(record.text)):
+        if record.text.startswith("E ") and (mark := _PYTEST_ERROR.match(record.text)):
             record.text = record.text[mark.end() :]
             self._after_pytest_error = True
             return
